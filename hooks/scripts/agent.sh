@@ -1,0 +1,21 @@
+#!/bin/bash
+# agent.sh -- long-running sidecar, per pod.  Runs join.sh every
+# AGENT_INTERVAL seconds (default 10) so that the pod follows the primary named
+# in ${PRIMARY_FILE}, printing a result line whenever it changes.
+# AGENT_ITERATIONS=N stops after N rounds (tests); 0 (default) runs forever.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+interval=${AGENT_INTERVAL:-10}
+iterations=${AGENT_ITERATIONS:-0}
+last="" i=0
+while :; do
+  # join.sh logs go to our stderr; its last stdout line is the result
+  line=$(bash "$here/join.sh" | tail -n 1)
+  if [ "$line" != "$last" ]; then
+    printf '%s\n' "$line"
+    last=$line
+  fi
+  i=$((i + 1))
+  if (( iterations > 0 && i >= iterations )); then exit 0; fi
+  sleep "$interval"
+done

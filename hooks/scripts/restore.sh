@@ -1,0 +1,90 @@
+#!/bin/bash
+# restore.sh -- Job / init, per pod.  Loads the backup RESTORE_FROM into the
+# fresh, empty server POD_NAME (default: the first pod of PODS), then, when
+# RESTORE_UNTIL ('YYYY-MM-DD HH:MM:SS', UTC) is set, replays binary logs from
+# the dump's GTID position up to (not including) that second.  The binary logs
+# come from RESTORE_BINLOGS_FROM (a later backup whose binlog/ covers the
+# time wanted; default RESTORE_FROM itself).
+# Granularity: one second (--stop-datetime); a transaction whose first event
+# is at or after RESTORE_UNTIL is not applied.
+# Every GTID keeps its identity: the restored server continues the source's
+# GTID history, so every member of the new cluster restored from the same
+# backup to the same point can replicate from whichever becomes primary.
+# Idempotent: progress is recorded in the local (never replicated, never
+# dumped) table _mysqlhook.restore; a rerun after success reports the same
+# result, a rerun after a crash starts the load again (the dump drops and
+# recreates its schemas).  A server with other data is refused.
+SCRIPT_NAME=restore
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+target=${POD_NAME:-${POD_NAMES[0]}}
+is_member "$target" || fail bad-env "POD_NAME '$target' is not in PODS"
+from=${RESTORE_FROM:-}
+[ -n "$from" ] && [ -f "$from/dump.sql" ] && [ -f "$from/SHA256SUMS" ] || fail bad-env "RESTORE_FROM '$from' is not a backup directory"
+binfrom=${RESTORE_BINLOGS_FROM:-$from}
+until=${RESTORE_UNTIL:-}
+if [ -n "$until" ] && ! [[ $until =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}\ [0-9]{2}:[0-9]{2}:[0-9]{2}$ ]]; then
+  fail bad-env "RESTORE_UNTIL '$until' is not 'YYYY-MM-DD HH:MM:SS'"
+fi
+r_str pod "$target"
+r_str from "$from"
+key="from=$from binlogs=$binfrom until=$until"
+
+wait_reachable "$target" "${RESTORE_WAIT:-300}" || fail target-unreachable "$target does not answer"
+
+# verify the files against their checksums
+( cd "$from" && sha256sum -c --quiet SHA256SUMS ) >&2 || fail corrupt "checksum mismatch in $from"
+if [ -n "$until" ] && [ "$binfrom" != "$from" ]; then
+  ( cd "$binfrom" && sha256sum -c --quiet SHA256SUMS ) >&2 || fail corrupt "checksum mismatch in $binfrom"
+fi
+
+# earlier run?
+marker=""
+if [ -n "$(sql "$target" "SELECT 1 FROM information_schema.tables WHERE table_schema='_mysqlhook' AND table_name='restore'")" ]; then
+  marker=$(sql "$target" "SELECT CONCAT(phase, '|', backup_key) FROM _mysqlhook.restore WHERE id=1")
+fi
+if [ "$marker" = "done|$key" ]; then
+  line=$(sql "$target" "SELECT result FROM _mysqlhook.restore WHERE id=1")
+  log "already restored"
+  emit_line "$line" 0
+fi
+if [ -n "$marker" ] && [ "$marker" != "loading|$key" ]; then
+  fail target-not-empty "$target was restored from something else (${marker#*|})"
+fi
+if [ -z "$marker" ] && [ -n "$(sql_user_schemas "$target")" ]; then
+  fail target-not-empty "$target has application schemas; restore needs an empty server"
+fi
+sql_replica_status "$target"
+[ "$RS_CONFIGURED" = 0 ] || fail target-is-replica "$target replicates from $RS_HOST:$RS_PORT"
+[ "$(sql_is_read_only "$target")" = 1 ] || fail target-writable "$target is writable (serving?); refusing"
+
+sql_set_admin_writable "$target"
+sql_reset_gtid_history "$target"
+sql "$target" "$SQL_NO_BINLOG
+  CREATE DATABASE IF NOT EXISTS _mysqlhook;
+  CREATE TABLE IF NOT EXISTS _mysqlhook.restore (id INT PRIMARY KEY, phase VARCHAR(16) NOT NULL,
+    backup_key TEXT NOT NULL, result TEXT);
+  REPLACE INTO _mysqlhook.restore VALUES (1, 'loading', $(sql_quote "$key"), NULL)"
+
+log "loading $from/dump.sql"
+{ printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/dump.sql"; } | SQL_TIMEOUT=${LOAD_TIMEOUT:-7200} sql_stdin "$target"
+g=$(dump_gtid "$from/dump.sql")
+sql_set_restored_position "$target" "$g"
+r_str backupGtid "$g"
+
+pitr=false
+if [ -n "$until" ]; then
+  files=()
+  for f in "$binfrom"/binlog/*; do [ -f "$f" ] && files+=("$f"); done
+  (( ${#files[@]} > 0 )) || fail no-binlogs "no binary logs in $binfrom/binlog"
+  log "replaying ${#files[@]} binary log file(s) after [$g] until $until UTC"
+  binlog_replay "$target" "$g" "$until" "${files[@]}"
+  pitr=true
+fi
+r_raw pitr "$pitr"
+r_str until "$until"
+r_str gtid "$(sql_gtid_position "$target")"
+line=$(result_line restored)
+sql "$target" "$SQL_NO_BINLOG UPDATE _mysqlhook.restore SET phase='done', result=$(sql_quote "$line") WHERE id=1"
+sql_set_read_only "$target"
+emit_line "$line" 0

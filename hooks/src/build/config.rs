@@ -1,0 +1,43 @@
+//! The ConfigMap `<name>-config` and the Secret `<name>-credentials`.
+//!
+//! The ConfigMap carries the option file, every script, and `primary`: the pod the
+//! agents replicate from. Only the option file's hash is in the pod template, so
+//! moving the primary or shipping a new script never restarts a server.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    ByteString,
+    api::core::v1::{ConfigMap, Secret},
+};
+
+use super::meta;
+use crate::{
+    credentials, labels,
+    model::{Cluster, MY_CNF},
+    scripts,
+};
+
+#[must_use]
+pub fn config_map(c: &Cluster) -> ConfigMap {
+    let mut data: BTreeMap<String, String> =
+        scripts::SCRIPTS.iter().map(|(name, text)| ((*name).to_owned(), (*text).to_owned())).collect();
+    data.insert(MY_CNF.to_owned(), c.my_cnf.clone());
+    data.insert("primary".to_owned(), c.primary.clone());
+    ConfigMap {
+        metadata: meta(&c.names.config, labels::common(&c.names, labels::DATABASE)),
+        data: Some(data),
+        ..Default::default()
+    }
+}
+
+/// The credentials Secret, when the hook owns it. Observed values are kept.
+#[must_use]
+pub fn secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteString>>, seed: &[u8; 32]) -> Secret {
+    Secret {
+        metadata: meta(&c.names.credentials, labels::common(&c.names, labels::DATABASE)),
+        type_: Some("Opaque".to_owned()),
+        data: Some(credentials::data(observed, seed, &c.uid)),
+        ..Default::default()
+    }
+}

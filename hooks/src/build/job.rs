@@ -1,0 +1,69 @@
+//! Jobs that run one in-cluster script: bootstrap, failover, switchover, backup.
+//!
+//! Every Job runs in the server image (it has the client tools), retries a failed
+//! pod a few times (the scripts are idempotent), and is bounded in time. Its pod is
+//! labelled as the cluster's, so it comes back to the hook as a related object with
+//! the script's one-line result in its termination message.
+
+use k8s_openapi::{
+    api::{
+        batch::v1::{Job, JobSpec},
+        core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+
+use super::{meta, pod};
+use crate::{labels, model::Cluster};
+
+/// What a Job does.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    /// Short purpose, part of the name and a label: `bootstrap`, `failover`, ...
+    pub purpose: &'static str,
+    /// Distinguishes attempts: `<cluster>-<purpose>-<suffix>`.
+    pub suffix: String,
+    /// The script from `hooks/scripts/`.
+    pub script: &'static str,
+    /// Variables beyond the common ones (`PRIMARY`, `TARGET`, ...).
+    pub env: Vec<EnvVar>,
+}
+
+#[must_use]
+pub fn build(c: &Cluster, r: &JobRequest) -> Job {
+    let name = c.names.job(r.purpose, &r.suffix);
+    let mut pod_labels = labels::common(&c.names, labels::JOB);
+    pod_labels.insert(labels::JOB_PURPOSE.to_owned(), r.purpose.to_owned());
+    let mut env = pod::script_env(c);
+    env.push(pod::env("TERMINATION_LOG", "/dev/termination-log"));
+    env.extend(r.env.iter().cloned());
+    Job {
+        metadata: meta(&name, pod_labels.clone()),
+        spec: Some(JobSpec {
+            backoff_limit: Some(3),
+            active_deadline_seconds: Some(600),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(pod_labels), ..Default::default() }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_owned()),
+                    containers: vec![Container {
+                        name: r.purpose.to_owned(),
+                        image: Some(c.image.clone()),
+                        command: Some(pod::run_script(r.script)),
+                        env: Some(env),
+                        volume_mounts: Some(vec![pod::config_mount(), pod::mount("tmp", "/tmp", false)]),
+                        security_context: Some(pod::container_security()),
+                        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+                        ..Default::default()
+                    }],
+                    volumes: Some(vec![pod::config_volume(c), pod::empty_dir("tmp")]),
+                    security_context: Some(pod::pod_security()),
+                    enable_service_links: Some(false),
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,130 @@
+//! Pieces shared by the server pods and the Job pods: the environment contract of
+//! the scripts, volumes, and a security context that meets the "restricted" Pod
+//! Security Standard.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
+    PodSecurityContext, SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+};
+
+use crate::{credentials, model::Cluster, scripts};
+
+/// The uid and gid of the `mysql` user in both the MySQL and the MariaDB images.
+pub const MYSQL_UID: i64 = 999;
+
+/// Name of the volume that mounts the config ConfigMap.
+pub const CONFIG_VOLUME: &str = "mysql-hook";
+
+/// `NAME=value`.
+#[must_use]
+pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
+}
+
+fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The variables every script reads (see `hooks/scripts/README.md`).
+#[must_use]
+pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
+    vec![
+        env("FLAVOR", c.flavor.as_str()),
+        env("CLUSTER", c.names.cluster.as_str()),
+        env("PODS", c.pods_env()),
+        secret_env("MYSQL_ROOT_PASSWORD", &c.credentials_secret, credentials::ROOT_PASSWORD),
+        secret_env("REPLICATION_PASSWORD", &c.credentials_secret, credentials::REPLICATION_PASSWORD),
+    ]
+}
+
+/// `POD_NAME` from the downward API.
+#[must_use]
+pub fn pod_name_env() -> EnvVar {
+    EnvVar {
+        name: "POD_NAME".to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector { field_path: "metadata.name".to_owned(), ..Default::default() }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The config ConfigMap as a volume: option file, scripts, current primary.
+#[must_use]
+pub fn config_volume(c: &Cluster) -> Volume {
+    Volume {
+        name: CONFIG_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: c.names.config.clone(),
+            default_mode: Some(0o555),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A scratch volume.
+#[must_use]
+pub fn empty_dir(name: &str) -> Volume {
+    Volume { name: name.to_owned(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() }
+}
+
+#[must_use]
+pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+/// The config ConfigMap mounted where the scripts expect it.
+#[must_use]
+pub fn config_mount() -> VolumeMount {
+    mount(CONFIG_VOLUME, scripts::MOUNT, true)
+}
+
+/// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.
+#[must_use]
+pub fn pod_security() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(MYSQL_UID),
+        run_as_group: Some(MYSQL_UID),
+        fs_group: Some(MYSQL_UID),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_owned(), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// Container-level security: no privilege escalation, no capabilities, read-only
+/// root filesystem (writable paths are emptyDirs).
+#[must_use]
+pub fn container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), ..Default::default() }),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
+/// `bash <script>` for a shipped script.
+#[must_use]
+pub fn run_script(script: &str) -> Vec<String> {
+    vec!["bash".to_owned(), scripts::path(script)]
+}

@@ -1,0 +1,199 @@
+//! The StatefulSet `<name>`: the servers themselves.
+//!
+//! Each pod runs `init.sh` (initializes an empty data directory with the cluster's
+//! users without writing GTIDs, writes the option file and the per-pod server id),
+//! then mysqld, which always starts read-only, and `agent.sh`, a sidecar that keeps
+//! a non-primary server replicating from the primary named in the ConfigMap. Pods
+//! are managed in parallel so one unready pod never blocks the others (failover
+//! depends on that).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{
+            RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy,
+            StatefulSetSpec, StatefulSetUpdateStrategy,
+        },
+        core::v1::{
+            Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PodAffinityTerm, PodAntiAffinity,
+            PodSpec, PodTemplateSpec, Probe, ResourceRequirements, WeightedPodAffinityTerm,
+        },
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+    },
+};
+
+use super::{meta, pod};
+use crate::{
+    api::{DeletionPolicy, Flavor},
+    labels,
+    model::{Cluster, DATA_VOLUME, MYSQLD},
+    scripts,
+};
+
+/// Pod template annotation carrying the option file's hash.
+pub const CONFIG_HASH: &str = "mysqlhook.dev/config-hash";
+const DATA_DIR: &str = "/var/lib/mysql";
+const CONF_DIR: &str = "/etc/mysql/conf.d";
+
+/// Builds the StatefulSet. `partition` holds back pods with a lower ordinal during
+/// an ordered rollout.
+#[must_use]
+pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
+    let selector = labels::database_selector(&c.names);
+    StatefulSet {
+        metadata: meta(&c.names.stateful_set, labels::common(&c.names, labels::DATABASE)),
+        spec: StatefulSetSpec {
+            replicas: Some(c.replicas),
+            service_name: Some(c.names.headless.clone()),
+            selector: LabelSelector { match_labels: Some(selector.clone()), ..Default::default() },
+            pod_management_policy: Some("Parallel".to_owned()),
+            update_strategy: Some(StatefulSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                    partition: Some(partition),
+                    ..Default::default()
+                }),
+            }),
+            persistent_volume_claim_retention_policy: Some(StatefulSetPersistentVolumeClaimRetentionPolicy {
+                when_deleted: Some(
+                    match c.deletion_policy {
+                        DeletionPolicy::Delete => "Delete",
+                        DeletionPolicy::Retain | DeletionPolicy::Backup => "Retain",
+                    }
+                    .to_owned(),
+                ),
+                when_scaled: Some("Retain".to_owned()),
+            }),
+            volume_claim_templates: Some(vec![PersistentVolumeClaim {
+                metadata: ObjectMeta { name: Some(DATA_VOLUME.to_owned()), ..Default::default() },
+                spec: Some(c.volume.clone()),
+                ..Default::default()
+            }]),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels::common(&c.names, labels::DATABASE)),
+                    annotations: Some(BTreeMap::from([(CONFIG_HASH.to_owned(), c.config_hash.clone())])),
+                    ..Default::default()
+                }),
+                spec: Some(pod_spec(c, &selector)),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
+    let mut env = pod::script_env(c);
+    env.extend([
+        pod::pod_name_env(),
+        pod::env("CONF_DIR", CONF_DIR),
+        pod::env("DATA_DIR", DATA_DIR),
+        pod::env("PRIMARY_FILE", scripts::path("primary")),
+        pod::env("TERMINATION_LOG", "/dev/termination-log"),
+    ]);
+    let mounts = vec![
+        pod::mount(DATA_DIR_VOLUME, DATA_DIR, false),
+        pod::mount("conf", CONF_DIR, false),
+        pod::mount("run", "/var/run/mysqld", false),
+        pod::mount("tmp", "/tmp", false),
+        pod::config_mount(),
+    ];
+    let container = |name: &str, command: Vec<String>| Container {
+        name: name.to_owned(),
+        image: Some(c.image.clone()),
+        command: Some(command),
+        env: Some(env.clone()),
+        volume_mounts: Some(mounts.clone()),
+        security_context: Some(pod::container_security()),
+        ..Default::default()
+    };
+    let ping = |period: i32, failures: i32| Probe {
+        exec: Some(ExecAction { command: Some(admin_ping(c.flavor)) }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    PodSpec {
+        init_containers: Some(vec![container("init", pod::run_script("init.sh"))]),
+        containers: vec![
+            Container {
+                ports: Some(vec![ContainerPort {
+                    name: Some("mysql".to_owned()),
+                    container_port: 3306,
+                    ..Default::default()
+                }]),
+                resources: c.resources.clone(),
+                // Startup may replay a long redo log: up to 10 minutes before liveness applies.
+                startup_probe: Some(ping(10, 60)),
+                liveness_probe: Some(ping(10, 6)),
+                readiness_probe: Some(ping(2, 2)),
+                ..container(MYSQLD, vec![server_binary(c.flavor).to_owned()])
+            },
+            Container {
+                resources: Some(ResourceRequirements {
+                    requests: Some(BTreeMap::from([
+                        ("cpu".to_owned(), Quantity("10m".to_owned())),
+                        ("memory".to_owned(), Quantity("32Mi".to_owned())),
+                    ])),
+                    limits: Some(BTreeMap::from([("memory".to_owned(), Quantity("128Mi".to_owned()))])),
+                    ..Default::default()
+                }),
+                ..container("agent", pod::run_script("agent.sh"))
+            },
+        ],
+        volumes: Some(vec![
+            pod::config_volume(c),
+            pod::empty_dir("conf"),
+            pod::empty_dir("run"),
+            pod::empty_dir("tmp"),
+        ]),
+        security_context: Some(pod::pod_security()),
+        // mysqld flushes and closes cleanly on SIGTERM; give a large buffer pool time.
+        termination_grace_period_seconds: Some(120),
+        affinity: Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        topology_key: "kubernetes.io/hostname".to_owned(),
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector.clone()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        enable_service_links: Some(false),
+        ..Default::default()
+    }
+}
+
+const DATA_DIR_VOLUME: &str = DATA_VOLUME;
+
+/// The server binary of each image.
+fn server_binary(flavor: Flavor) -> &'static str {
+    match flavor {
+        Flavor::Mysql => "mysqld",
+        Flavor::Mariadb => "mariadbd",
+    }
+}
+
+/// `mysqladmin ping` answers 0 whenever the server is up, even without
+/// credentials, so the probe needs no password.
+fn admin_ping(flavor: Flavor) -> Vec<String> {
+    let admin = match flavor {
+        Flavor::Mysql => "mysqladmin",
+        Flavor::Mariadb => "mariadb-admin",
+    };
+    [admin, "--protocol=TCP", "--host=127.0.0.1", "--connect-timeout=3", "ping"].map(str::to_owned).to_vec()
+}

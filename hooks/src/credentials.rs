@@ -1,0 +1,86 @@
+//! The cluster's generated passwords.
+//!
+//! The core may not read entropy, so passwords are derived: HMAC-SHA256 of the
+//! parent's UID under a seed the HTTP shell injects (a file in production, random
+//! per process otherwise). The same request and seed always give the same bytes,
+//! and nobody without the seed can predict them. Once the Secret exists its values
+//! are read back and kept, so a new seed never rotates a password.
+
+use std::collections::BTreeMap;
+
+use hmac::{Hmac, Mac};
+use k8s_openapi::ByteString;
+use sha2::Sha256;
+
+pub const ROOT_PASSWORD: &str = "root-password";
+pub const REPLICATION_PASSWORD: &str = "replication-password";
+
+/// Keys of the credentials Secret.
+pub const KEYS: [&str; 2] = [ROOT_PASSWORD, REPLICATION_PASSWORD];
+
+const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// A 32-character alphanumeric password for `purpose` in the cluster `uid`.
+#[must_use]
+pub fn derive(seed: &[u8; 32], uid: &str, purpose: &str) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(seed) else { unreachable!("HMAC takes keys of any length") };
+    mac.update(b"mysql-hook/password/v1\0");
+    mac.update(uid.as_bytes());
+    mac.update(b"\0");
+    mac.update(purpose.as_bytes());
+    let digest = mac.finalize().into_bytes();
+    // 32 bytes -> 32 characters; the modulo bias over 62 symbols is negligible here.
+    digest.iter().map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()])).collect()
+}
+
+/// Folds a seed of any length (a mounted file) into the 32-byte key.
+#[must_use]
+pub fn fold_seed(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    Sha256::digest(bytes).into()
+}
+
+/// The Secret data: observed values where present, derived ones otherwise.
+#[must_use]
+pub fn data(
+    observed: Option<&BTreeMap<String, ByteString>>,
+    seed: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    KEYS.iter()
+        .map(|key| {
+            let value = observed
+                .and_then(|d| d.get(*key))
+                .filter(|v| !v.0.is_empty())
+                .cloned()
+                .unwrap_or_else(|| ByteString(derive(seed, uid, key).into_bytes()));
+            ((*key).to_owned(), value)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derivation_is_stable_and_distinct() {
+        let seed = [7u8; 32];
+        let a = derive(&seed, "uid-1", ROOT_PASSWORD);
+        assert_eq!(a, derive(&seed, "uid-1", ROOT_PASSWORD));
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|b| b.is_ascii_alphanumeric()));
+        assert_ne!(a, derive(&seed, "uid-2", ROOT_PASSWORD));
+        assert_ne!(a, derive(&seed, "uid-1", REPLICATION_PASSWORD));
+        assert_ne!(a, derive(&[8u8; 32], "uid-1", ROOT_PASSWORD));
+    }
+
+    #[test]
+    fn observed_values_win() {
+        let observed = BTreeMap::from([(ROOT_PASSWORD.to_owned(), ByteString(b"kept".to_vec()))]);
+        let d = data(Some(&observed), &[0; 32], "u");
+        assert_eq!(d[ROOT_PASSWORD].0, b"kept");
+        assert_eq!(d[REPLICATION_PASSWORD].0.len(), 32);
+    }
+}

@@ -1,0 +1,50 @@
+//! The pure core of mysql-hook.
+//!
+//! Metacontroller POSTs a `MySQL` parent with everything it owns; [`sync`],
+//! [`finalize`] and [`customize`] answer with the complete desired children and the
+//! parent's status. They are pure functions of the request and a [`Context`]: no
+//! clock, no randomness, no I/O, so the same input always gives byte-identical
+//! output. This crate depends on nothing that could do I/O; the HTTP shell lives in
+//! the `mysql-hook` binary crate.
+//!
+//! A newcomer's map:
+//! - [`api`]: the `MySQL` CRD types (the CRD is generated from them);
+//! - [`metacontroller`]: the hook protocol's request and response shapes;
+//! - [`observed`]: what came in, as pods by ordinal and Jobs;
+//! - [`model`]: the validated, effective cluster (where bad specs are caught);
+//! - [`build`]: one builder per child kind;
+//! - [`bootstrap`]: making the first primary writable;
+//! - [`sync`], [`finalize`], [`customize`]: the three hooks.
+
+pub mod api;
+pub mod bootstrap;
+pub mod build;
+pub mod conditions;
+pub mod credentials;
+pub mod customize;
+pub mod error;
+pub mod finalize;
+pub mod labels;
+pub mod metacontroller;
+pub mod model;
+pub mod mycnf;
+pub mod names;
+pub mod observed;
+pub mod quantity;
+pub mod scripts;
+pub mod sync;
+
+pub use customize::customize;
+pub use error::{Error, Result};
+pub use finalize::finalize;
+pub use k8s_openapi::jiff::Timestamp;
+pub use sync::sync;
+
+/// Everything outside the request that the core depends on, injected by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    /// The current time: grace periods and condition transition times.
+    pub now: Timestamp,
+    /// Key for deriving generated passwords (see [`credentials`]).
+    pub secret_seed: [u8; 32],
+}

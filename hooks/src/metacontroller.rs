@@ -1,0 +1,157 @@
+//! Metacontroller's v2 hook protocol: the request bodies it POSTs and the answers it
+//! decodes.
+//!
+//! Requests are decoded leniently (Metacontroller may add keys in later versions),
+//! but every object inside them is decoded into its k8s-openapi type, so a malformed
+//! child is a 422 and never a silently missing child. Responses are encoded with
+//! exactly the keys v2 accepts: Metacontroller decodes them strictly.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    batch::v1::Job,
+    core::v1::{ConfigMap, Pod, Secret, Service},
+    discovery::v1::EndpointSlice,
+    policy::v1::PodDisruptionBudget,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::api::{MySQL, MySQLStatus};
+
+/// Objects of one kind keyed as Metacontroller keys them (`namespace/name` in v2).
+pub type ByKey<T> = BTreeMap<String, T>;
+
+/// The body of a sync or finalize call.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncRequest {
+    /// The CompositeController; not needed by the hook, kept for completeness.
+    #[serde(default)]
+    pub controller: serde_json::Value,
+    /// The `MySQL` object as Metacontroller observed it.
+    pub parent: MySQL,
+    /// The children that exist, by type.
+    #[serde(default)]
+    pub children: Children,
+    /// Related objects selected by the customize hook: the cluster's pods.
+    #[serde(default)]
+    pub related: Related,
+    /// True when the parent is being deleted and this is a finalize call.
+    #[serde(default)]
+    pub finalizing: bool,
+}
+
+/// Observed children, one field per `childResources` entry of the CompositeController.
+/// Keys are `Kind.group/version` exactly as Metacontroller sends them.
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct Children {
+    #[serde(rename = "StatefulSet.apps/v1", default)]
+    pub stateful_sets: ByKey<StatefulSet>,
+    #[serde(rename = "Service.v1", default)]
+    pub services: ByKey<Service>,
+    #[serde(rename = "ConfigMap.v1", default)]
+    pub config_maps: ByKey<ConfigMap>,
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
+    #[serde(rename = "PodDisruptionBudget.policy/v1", default)]
+    pub pod_disruption_budgets: ByKey<PodDisruptionBudget>,
+    #[serde(rename = "EndpointSlice.discovery.k8s.io/v1", default)]
+    pub endpoint_slices: ByKey<EndpointSlice>,
+    #[serde(rename = "Job.batch/v1", default)]
+    pub jobs: ByKey<Job>,
+}
+
+/// Related objects requested by [`crate::customize`].
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct Related {
+    #[serde(rename = "Pod.v1", default)]
+    pub pods: ByKey<Pod>,
+}
+
+/// The body of a customize call.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomizeRequest {
+    #[serde(default)]
+    pub controller: serde_json::Value,
+    pub parent: MySQL,
+}
+
+/// One desired child. Serialized as the plain Kubernetes object.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum Child {
+    StatefulSet(Box<StatefulSet>),
+    Service(Box<Service>),
+    ConfigMap(Box<ConfigMap>),
+    Secret(Box<Secret>),
+    PodDisruptionBudget(Box<PodDisruptionBudget>),
+    EndpointSlice(Box<EndpointSlice>),
+    Job(Box<Job>),
+}
+
+impl Child {
+    /// `(kind, name)`, the order children are emitted in.
+    #[must_use]
+    pub fn sort_key(&self) -> (&'static str, &str) {
+        fn name(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> &str {
+            m.name.as_deref().unwrap_or_default()
+        }
+        match self {
+            Self::ConfigMap(o) => ("ConfigMap", name(&o.metadata)),
+            Self::EndpointSlice(o) => ("EndpointSlice", name(&o.metadata)),
+            Self::Job(o) => ("Job", name(&o.metadata)),
+            Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
+            Self::Secret(o) => ("Secret", name(&o.metadata)),
+            Self::Service(o) => ("Service", name(&o.metadata)),
+            Self::StatefulSet(o) => ("StatefulSet", name(&o.metadata)),
+        }
+    }
+}
+
+/// The answer to a sync call.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncResponse {
+    pub status: MySQLStatus,
+    pub children: Vec<Child>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_after_seconds: Option<u32>,
+}
+
+/// The answer to a finalize call.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizeResponse {
+    pub status: MySQLStatus,
+    pub children: Vec<Child>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_after_seconds: Option<u32>,
+    pub finalized: bool,
+}
+
+/// The answer to a customize call.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomizeResponse {
+    pub related_resources: Vec<RelatedResourceRule>,
+}
+
+/// One selector of related objects.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RelatedResourceRule {
+    pub api_version: String,
+    pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub label_selector: LabelSelector,
+}
+
+/// A `matchLabels`-only label selector.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    pub match_labels: BTreeMap<String, String>,
+}

@@ -1,0 +1,218 @@
+//! The validated, effective description of one cluster: what the builders build.
+//!
+//! Resolving it is where "a spec that passed the CRD schema but cannot be honoured"
+//! is caught. Every such problem falls back to what is already running (the
+//! observed StatefulSet and ConfigMap) for the affected part only, and is reported
+//! in the `SpecAccepted` condition, so a bad edit never tears down a cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::core::v1::{PersistentVolumeClaimSpec, ResourceRequirements},
+    apimachinery::pkg::api::resource::Quantity,
+};
+
+use crate::{
+    api::{DeletionPolicy, Flavor, MySQL},
+    mycnf,
+    names::{Names, short_hash},
+    observed::Observed,
+    quantity,
+};
+
+/// A part of the spec the hook could not honour, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// CamelCase reason for the condition.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The effective cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub names: Names,
+    pub namespace: String,
+    pub uid: String,
+    pub flavor: Flavor,
+    pub image: String,
+    pub replicas: i32,
+    /// The data volume template; the observed one once the StatefulSet exists,
+    /// because it is immutable.
+    pub volume: PersistentVolumeClaimSpec,
+    pub resources: Option<ResourceRequirements>,
+    pub my_cnf: String,
+    /// Hash of `my_cnf`: a pod template annotation, so a config change rolls pods.
+    pub config_hash: String,
+    /// The Secret holding the passwords.
+    pub credentials_secret: String,
+    /// Whether the hook owns that Secret (it is `<name>-credentials`).
+    pub owns_credentials: bool,
+    pub deletion_policy: DeletionPolicy,
+    /// The pod that is, or will be bootstrapped as, the primary.
+    pub primary: String,
+}
+
+/// The data volume claim template's name, fixed: changing it would orphan every
+/// volume.
+pub const DATA_VOLUME: &str = "data";
+/// The mysqld container's name in the pod template.
+pub const MYSQLD: &str = "mysqld";
+/// The file in the config ConfigMap that holds the option file.
+pub const MY_CNF: &str = "my.cnf";
+
+impl Cluster {
+    /// Resolves the effective cluster from the parent and what is observed.
+    #[must_use]
+    pub fn resolve(parent: &MySQL, observed: &Observed<'_>) -> (Self, Vec<Problem>) {
+        let spec = &parent.spec;
+        let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
+        let mut problems = Vec::new();
+        let running = observed.stateful_set.map(|s| &s.spec);
+        let running_pod_spec = running.and_then(|s| s.template.spec.as_ref());
+        let running_mysqld = running_pod_spec.and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD));
+
+        // Storage: immutable once the StatefulSet exists.
+        let requested = volume_spec(&spec.storage.size, spec.storage.storage_class_name.as_ref());
+        let running_volume = running
+            .and_then(|s| s.volume_claim_templates.as_ref())
+            .and_then(|t| t.iter().find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME)))
+            .and_then(|t| t.spec.clone());
+        let volume = match (requested, running_volume) {
+            (Ok(want), Some(have)) => {
+                if want.resources != have.resources
+                    || (want.storage_class_name.is_some() && want.storage_class_name != have.storage_class_name)
+                {
+                    problems.push(Problem {
+                        reason: "StorageChangeUnsupported",
+                        message: "spec.storage cannot change after creation (StatefulSet volume templates are immutable); the running volumes are kept".to_owned(),
+                    });
+                }
+                have
+            }
+            (Ok(want), None) => want,
+            (Err(e), have) => {
+                problems.push(Problem { reason: "InvalidStorage", message: format!("spec.storage.size: {e}") });
+                have.unwrap_or_default()
+            }
+        };
+
+        // Resources: canonical quantities, or the running ones.
+        let resources = match spec.resources.as_ref().map(canonical_resources).transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(Problem { reason: "InvalidResources", message: format!("spec.resources: {e}") });
+                running_mysqld.and_then(|c| c.resources.clone())
+            }
+        };
+
+        // Config: refused keys keep the running option file.
+        let refused = mycnf::refused_keys(&spec.config);
+        let malformed = mycnf::malformed_entries(&spec.config);
+        let running_cnf = observed.config_map_value(&names.config, MY_CNF);
+        let my_cnf = if refused.is_empty() && malformed.is_empty() {
+            mycnf::render(spec.flavor, &spec.config)
+        } else {
+            if !refused.is_empty() {
+                problems.push(Problem {
+                    reason: "ConfigRefused",
+                    message: format!(
+                        "spec.config sets options the hook manages for replication safety: {}; the running configuration is kept",
+                        refused.join(", ")
+                    ),
+                });
+            }
+            if !malformed.is_empty() {
+                problems.push(Problem {
+                    reason: "ConfigInvalid",
+                    message: format!(
+                        "spec.config entries are not valid option-file lines: {}; the running configuration is kept",
+                        malformed.join(", ")
+                    ),
+                });
+            }
+            running_cnf.map_or_else(|| mycnf::render(spec.flavor, &BTreeMap::new()), str::to_owned)
+        };
+
+        // Replicas: never scale the primary away.
+        let primary = parent
+            .status
+            .as_ref()
+            .and_then(|s| s.primary.clone())
+            .filter(|p| names.ordinal(p).is_some())
+            .unwrap_or_else(|| names.pod(0));
+        let primary_ordinal = names.ordinal(&primary).unwrap_or(0);
+        let replicas = if spec.replicas <= primary_ordinal {
+            let keep = running.and_then(|s| s.replicas).unwrap_or(primary_ordinal + 1).max(primary_ordinal + 1);
+            problems.push(Problem {
+                reason: "ScaleDownBlocked",
+                message: format!(
+                    "scaling to {} replicas would remove the primary {primary}; switch over to a lower ordinal first. Keeping {keep}",
+                    spec.replicas
+                ),
+            });
+            keep
+        } else {
+            spec.replicas
+        };
+
+        let image = spec.image.clone().unwrap_or_else(|| format!("{}:{}", spec.flavor.as_str(), spec.version));
+        let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
+            Some(name) => (name.clone(), false),
+            None => (names.credentials.clone(), true),
+        };
+        let cluster = Self {
+            namespace: parent.metadata.namespace.clone().unwrap_or_default(),
+            uid: parent.metadata.uid.clone().unwrap_or_default(),
+            flavor: spec.flavor,
+            image,
+            replicas,
+            volume,
+            resources,
+            config_hash: short_hash(my_cnf.as_bytes()),
+            my_cnf,
+            credentials_secret,
+            owns_credentials,
+            deletion_policy: spec.deletion_policy,
+            primary,
+            names,
+        };
+        (cluster, problems)
+    }
+
+    /// `name=host:port` for every member, in ordinal order: the `PODS` variable of
+    /// the scripts.
+    #[must_use]
+    pub fn pods_env(&self) -> String {
+        (0..self.replicas)
+            .map(|i| format!("{}={}:3306", self.names.pod(i), self.names.pod_host(i, &self.namespace)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn volume_spec(
+    size: &Quantity,
+    class: Option<&String>,
+) -> Result<PersistentVolumeClaimSpec, quantity::InvalidQuantity> {
+    Ok(PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+        resources: Some(k8s_openapi::api::core::v1::VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([("storage".to_owned(), quantity::canonical(size)?)])),
+            ..Default::default()
+        }),
+        storage_class_name: class.cloned(),
+        ..Default::default()
+    })
+}
+
+fn canonical_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, quantity::InvalidQuantity> {
+    let canon = |m: &Option<BTreeMap<String, Quantity>>| {
+        m.as_ref()
+            .map(|m| {
+                m.iter().map(|(k, v)| Ok((k.clone(), quantity::canonical(v)?))).collect::<Result<BTreeMap<_, _>, _>>()
+            })
+            .transpose()
+    };
+    Ok(ResourceRequirements { limits: canon(&r.limits)?, requests: canon(&r.requests)?, claims: r.claims.clone() })
+}

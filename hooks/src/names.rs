@@ -1,0 +1,140 @@
+//! Names of everything the hook creates.
+//!
+//! Child names are contract (`<name>`, `<name>-primary`, ...), but Kubernetes caps
+//! them: a Service name is a 63-character DNS label, and a StatefulSet name must
+//! leave room for the `controller-revision-hash` label its controller derives from
+//! it. A name that would be too long keeps a readable prefix and gains a short hash
+//! of the whole parent name, so two long names never collide.
+
+use sha2::{Digest, Sha256};
+
+/// Longest StatefulSet name: `<sts>-<10 char revision hash>` must fit a label value.
+const STATEFULSET_MAX: usize = 52;
+/// DNS-1035 label: Services, Jobs (their name becomes a pod label value).
+const LABEL_MAX: usize = 63;
+/// DNS-1123 subdomain: ConfigMaps, Secrets, PodDisruptionBudgets, EndpointSlices.
+const SUBDOMAIN_MAX: usize = 253;
+
+/// The names of one cluster's children.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The parent `MySQL`'s own name.
+    pub cluster: String,
+    pub stateful_set: String,
+    pub headless: String,
+    pub primary: String,
+    pub replicas: String,
+    pub config: String,
+    pub credentials: String,
+    pub disruption_budget: String,
+    /// The cluster name as a label value (at most 63 characters).
+    pub label: String,
+}
+
+impl Names {
+    #[must_use]
+    pub fn new(cluster: &str) -> Self {
+        Self {
+            cluster: cluster.to_owned(),
+            stateful_set: fit(cluster, "", STATEFULSET_MAX),
+            headless: fit(cluster, "-headless", LABEL_MAX),
+            primary: fit(cluster, "-primary", LABEL_MAX),
+            replicas: fit(cluster, "-replicas", LABEL_MAX),
+            config: fit(cluster, "-config", SUBDOMAIN_MAX),
+            credentials: fit(cluster, "-credentials", SUBDOMAIN_MAX),
+            disruption_budget: fit(cluster, "", SUBDOMAIN_MAX),
+            label: fit(cluster, "", LABEL_MAX),
+        }
+    }
+
+    /// The pod of the given ordinal.
+    #[must_use]
+    pub fn pod(&self, ordinal: i32) -> String {
+        format!("{}-{ordinal}", self.stateful_set)
+    }
+
+    /// The ordinal of a pod of this cluster's StatefulSet, if `pod` is one.
+    #[must_use]
+    pub fn ordinal(&self, pod: &str) -> Option<i32> {
+        let rest = pod.strip_prefix(&self.stateful_set)?.strip_prefix('-')?;
+        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) || (rest.len() > 1 && rest.starts_with('0')) {
+            return None;
+        }
+        rest.parse().ok()
+    }
+
+    /// A Job name `<cluster>-<purpose>-<suffix>`, shortened to a DNS label.
+    #[must_use]
+    pub fn job(&self, purpose: &str, suffix: &str) -> String {
+        fit(&self.cluster, &format!("-{purpose}-{suffix}"), LABEL_MAX)
+    }
+
+    /// The in-cluster DNS name of a pod, through the headless Service.
+    #[must_use]
+    pub fn pod_host(&self, ordinal: i32, namespace: &str) -> String {
+        format!("{}.{}.{namespace}.svc", self.pod(ordinal), self.headless)
+    }
+}
+
+/// `base + suffix`, or when longer than `max`, a prefix of `base`, a hash of it and
+/// `suffix`.
+fn fit(base: &str, suffix: &str, max: usize) -> String {
+    if base.len() + suffix.len() <= max {
+        return format!("{base}{suffix}");
+    }
+    let hash = short_hash(base.as_bytes());
+    let keep = max.saturating_sub(suffix.len() + hash.len() + 1);
+    let prefix = base[..keep.min(base.len())].trim_end_matches(['-', '.']);
+    format!("{prefix}-{hash}{suffix}")
+}
+
+/// Eight hex digits of SHA-256: short, stable, and enough to tell names apart.
+#[must_use]
+pub fn short_hash(data: &[u8]) -> String {
+    let digest = Sha256::digest(data);
+    digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_are_the_contract_names() {
+        let n = Names::new("db");
+        assert_eq!(n.stateful_set, "db");
+        assert_eq!(n.primary, "db-primary");
+        assert_eq!(n.replicas, "db-replicas");
+        assert_eq!(n.headless, "db-headless");
+        assert_eq!(n.config, "db-config");
+        assert_eq!(n.credentials, "db-credentials");
+        assert_eq!(n.job("bootstrap", "abc"), "db-bootstrap-abc");
+        assert_eq!(n.pod(2), "db-2");
+    }
+
+    #[test]
+    fn long_names_fit_their_limits_and_stay_distinct() {
+        let a = Names::new(&"a".repeat(200));
+        let b = Names::new(&format!("{}b", "a".repeat(199)));
+        for (n, limit) in
+            [(&a.stateful_set, 52), (&a.primary, 63), (&a.replicas, 63), (&a.headless, 63), (&a.label, 63)]
+        {
+            assert!(n.len() <= limit, "{n} is longer than {limit}");
+            assert!(n.starts_with('a'));
+        }
+        assert!(a.primary.ends_with("-primary"));
+        assert_ne!(a.stateful_set, b.stateful_set);
+        assert!(a.job("failover", "12345").len() <= 63);
+    }
+
+    #[test]
+    fn ordinals_are_parsed_only_for_own_pods() {
+        let n = Names::new("db");
+        assert_eq!(n.ordinal("db-0"), Some(0));
+        assert_eq!(n.ordinal("db-12"), Some(12));
+        assert_eq!(n.ordinal("db-01"), None);
+        assert_eq!(n.ordinal("db-x"), None);
+        assert_eq!(n.ordinal("dbx-1"), None);
+        assert_eq!(n.ordinal("db-bootstrap-abc-xyz"), None);
+    }
+}

@@ -1,0 +1,166 @@
+//! A read-only view of what Metacontroller observed, in the terms the hook reasons
+//! in: the cluster's server pods by ordinal, their readiness, and its Jobs.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{apps::v1::StatefulSet, batch::v1::Job, core::v1::Pod},
+    jiff::Timestamp,
+};
+
+use crate::{labels, metacontroller::SyncRequest, names::Names};
+
+/// One server pod as the hook sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member<'a> {
+    pub name: &'a str,
+    pub ordinal: i32,
+    pub ready: bool,
+    /// When the pod's Ready condition last changed, if it has one.
+    pub ready_since: Option<Timestamp>,
+    /// The pod's IP, once it has one.
+    pub ip: Option<&'a str>,
+    /// Being deleted.
+    pub terminating: bool,
+    pub pod: &'a Pod,
+}
+
+/// How a Job ended, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Running,
+    Succeeded,
+    Failed,
+}
+
+/// The observed state of one cluster.
+#[derive(Debug, Clone)]
+pub struct Observed<'a> {
+    /// Server pods by ordinal.
+    pub members: BTreeMap<i32, Member<'a>>,
+    pub stateful_set: Option<&'a StatefulSet>,
+    /// Job pods, by the Job that owns them.
+    job_pods: BTreeMap<&'a str, Vec<&'a Pod>>,
+    request: &'a SyncRequest,
+}
+
+impl<'a> Observed<'a> {
+    #[must_use]
+    pub fn new(request: &'a SyncRequest, names: &Names) -> Self {
+        let mut members = BTreeMap::new();
+        let mut job_pods: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+        for pod in request.related.pods.values() {
+            let pod_labels = pod.metadata.labels.as_ref();
+            let label = |k: &str| pod_labels.and_then(|l| l.get(k)).map(String::as_str);
+            let name = pod.metadata.name.as_deref().unwrap_or_default();
+            if label(labels::COMPONENT) == Some(labels::JOB) {
+                if let Some(job) = label("batch.kubernetes.io/job-name").or_else(|| label("job-name")) {
+                    job_pods.entry(job).or_default().push(pod);
+                }
+                continue;
+            }
+            let Some(ordinal) = names.ordinal(name) else { continue };
+            let ready_condition = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+            members.insert(
+                ordinal,
+                Member {
+                    name,
+                    ordinal,
+                    ready: ready_condition.is_some_and(|c| c.status == "True")
+                        && pod.metadata.deletion_timestamp.is_none(),
+                    ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
+                    ip: pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
+                    terminating: pod.metadata.deletion_timestamp.is_some(),
+                    pod,
+                },
+            );
+        }
+        for pods in job_pods.values_mut() {
+            pods.sort_by_key(|p| p.metadata.name.as_deref());
+        }
+        let stateful_set = request
+            .children
+            .stateful_sets
+            .values()
+            .find(|s| s.metadata.name.as_deref() == Some(names.stateful_set.as_str()));
+        Self { members, stateful_set, job_pods, request }
+    }
+
+    /// The member with this pod name.
+    #[must_use]
+    pub fn member(&self, name: &str) -> Option<&Member<'a>> {
+        self.members.values().find(|m| m.name == name)
+    }
+
+    /// Members that are Ready.
+    pub fn ready_members(&self) -> impl Iterator<Item = &Member<'a>> {
+        self.members.values().filter(|m| m.ready)
+    }
+
+    /// An observed Job child by name.
+    #[must_use]
+    pub fn job(&self, name: &str) -> Option<&'a Job> {
+        self.request.children.jobs.values().find(|j| j.metadata.name.as_deref() == Some(name))
+    }
+
+    /// A key of an observed ConfigMap child.
+    #[must_use]
+    pub fn config_map_value(&self, config_map: &str, key: &str) -> Option<&'a str> {
+        self.request
+            .children
+            .config_maps
+            .values()
+            .find(|c| c.metadata.name.as_deref() == Some(config_map))?
+            .data
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// An observed Secret child's data.
+    #[must_use]
+    pub fn secret_data(&self, secret: &str) -> Option<&'a BTreeMap<String, k8s_openapi::ByteString>> {
+        self.request.children.secrets.values().find(|s| s.metadata.name.as_deref() == Some(secret))?.data.as_ref()
+    }
+
+    /// Whether a Job has finished, and how.
+    #[must_use]
+    pub fn job_state(job: &Job) -> JobState {
+        let status = job.status.as_ref();
+        let condition = |t: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == t && c.status == "True"))
+        };
+        if condition("Complete") || status.and_then(|s| s.succeeded).unwrap_or(0) > 0 {
+            JobState::Succeeded
+        } else if condition("Failed") {
+            JobState::Failed
+        } else {
+            JobState::Running
+        }
+    }
+
+    /// The one-line result a Job's script wrote to its termination log: the
+    /// message of the newest pod of that Job that terminated with one.
+    #[must_use]
+    pub fn job_result(&self, job: &str) -> Option<&'a str> {
+        self.job_pods
+            .get(job)?
+            .iter()
+            .filter_map(|p| {
+                let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
+                statuses.iter().find_map(|c| {
+                    let t = c.state.as_ref()?.terminated.as_ref()?;
+                    Some((t.finished_at.as_ref().map(|t| t.0), t.exit_code, t.message.as_deref()?))
+                })
+            })
+            .filter(|(_, code, _)| *code == 0)
+            .max_by_key(|(at, _, _)| *at)
+            .map(|(_, _, m)| m.trim())
+    }
+}

@@ -1,0 +1,128 @@
+//! Shared by the integration tests: the fixture clock and seed, the fixture list,
+//! and the safety invariants every answer must satisfy.
+
+#![allow(dead_code)]
+
+use std::{collections::BTreeSet, fs, path::PathBuf, sync::Arc};
+
+use hooks::{Context, Timestamp};
+use mysql_hook::app::State;
+use serde_json::Value;
+
+/// The instant every fixture is answered at.
+pub const FIXTURE_NOW: &str = "2026-11-29T12:00:00Z";
+
+pub fn now() -> Timestamp {
+    FIXTURE_NOW.parse().unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub fn seed() -> [u8; 32] {
+    hooks::credentials::fold_seed(b"mysql-hook test fixtures")
+}
+
+pub fn fixture_state() -> State {
+    State::new(seed(), Arc::new(now), 16 * 1024 * 1024)
+}
+
+/// `(hook, scenario dir)` for every fixture, sorted.
+pub fn fixture_dirs() -> Vec<(String, PathBuf)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("test-fixtures");
+    let mut out = Vec::new();
+    for hook in ["sync", "finalize", "customize"] {
+        let Ok(entries) = fs::read_dir(root.join(hook)) else { continue };
+        for e in entries.flatten() {
+            if e.path().join("request.json").exists() {
+                out.push((hook.to_owned(), e.path()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Runs the core directly, as the HTTP shell does, and encodes the answer.
+pub fn call_core(hook: &str, body: &[u8]) -> Vec<u8> {
+    let ctx = Context { now: now(), secret_seed: seed() };
+    let encoded = match hook {
+        "customize" => {
+            let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_vec(&hooks::customize(&req).unwrap_or_else(|e| panic!("{e}")))
+        }
+        "finalize" => {
+            let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_vec(&hooks::finalize(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))
+        }
+        _ => {
+            let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));
+            serde_json::to_vec(&hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))
+        }
+    };
+    encoded.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn name(o: &Value) -> &str {
+    o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// Safety properties of any 200 answer:
+/// - no observed StatefulSet, Secret or ConfigMap is dropped outside finalize;
+/// - the `-primary` Service selects exactly `status.primary`;
+/// - the `-replicas` endpoints never include the primary;
+/// - children carry apiVersion, kind and a name, and no server-owned fields;
+/// - children are sorted and unique.
+pub fn invariants(hook: &str, request: &Value, response: &Value) -> Result<(), String> {
+    if hook == "customize" {
+        return Ok(());
+    }
+    let children = response["children"].as_array().ok_or("no children array")?;
+    let mut seen = BTreeSet::new();
+    for c in children {
+        let (kind, n) = (c["kind"].as_str().unwrap_or_default(), name(c));
+        if c["apiVersion"].as_str().is_none() || kind.is_empty() || n.is_empty() {
+            return Err(format!("child without apiVersion/kind/name: {c}"));
+        }
+        for server_field in ["uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"] {
+            if !c["metadata"][server_field].is_null() {
+                return Err(format!("{kind}/{n} carries metadata.{server_field}"));
+            }
+        }
+        if !c["status"].is_null() {
+            return Err(format!("{kind}/{n} carries status"));
+        }
+        if !seen.insert((kind.to_owned(), n.to_owned())) {
+            return Err(format!("{kind}/{n} emitted twice"));
+        }
+    }
+    let finalizing = hook == "finalize";
+    if !finalizing {
+        for key in ["StatefulSet.apps/v1", "Secret.v1", "ConfigMap.v1"] {
+            let kind = key.split('.').next().unwrap_or_default();
+            for observed in request["children"][key].as_object().into_iter().flat_map(|m| m.values()) {
+                if !seen.contains(&(kind.to_owned(), name(observed).to_owned())) {
+                    return Err(format!("observed {kind}/{} is dropped, which would delete it", name(observed)));
+                }
+            }
+        }
+        let primary = response["status"]["primary"].as_str().ok_or("status.primary missing")?;
+        let cluster = name(&request["parent"]);
+        let primary_svc = children
+            .iter()
+            .find(|c| {
+                c["kind"] == "Service"
+                    && name(c).ends_with("-primary")
+                    && name(c).starts_with(&cluster[..cluster.len().min(20)])
+            })
+            .ok_or("no -primary Service")?;
+        if primary_svc["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] != primary {
+            return Err(format!("-primary Service does not select status.primary {primary}"));
+        }
+        for slice in children.iter().filter(|c| c["kind"] == "EndpointSlice") {
+            for e in slice["endpoints"].as_array().into_iter().flatten() {
+                if e["targetRef"]["name"] == primary {
+                    return Err(format!("EndpointSlice {} routes to the primary", name(slice)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
