@@ -170,7 +170,7 @@ def job_pod(job, purpose, result=None, exit_code=0):
         "metadata": {"name": f"{job}-x7k2p", "namespace": NS, "uid": "20000000-0000-4000-8000-000000000001",
                      "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
         "spec": {"containers": [{"name": purpose, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
-        "status": {"phase": "Succeeded" if result and exit_code == 0 else "Running",
+        "status": {"phase": "Running" if result is None else "Succeeded" if exit_code == 0 else "Failed",
                    "containerStatuses": [{"name": purpose, "ready": False, "restartCount": 0, "image": "mysql:8.4.3",
                                           "imageID": "", "state": state}]},
     }
@@ -198,6 +198,124 @@ def write(hook, scenario, body, raw=None):
         else:
             json.dump(body, f, indent=2, sort_keys=False)
             f.write("\n")
+
+
+def job_named(response, purpose):
+    """The name of the Job with this purpose in a hook answer."""
+    return next(c["metadata"]["name"] for c in response["children"]
+                if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == purpose)
+
+
+def annotated(p, **annotations):
+    p["metadata"]["annotations"] = annotations
+    return p
+
+
+def failover_scenarios(running, st, live):
+    """Automatic failover and requested switchover, walked from the running cluster.
+
+    Each later state observes the hook's answer to the earlier one: the Job it
+    emitted (running, succeeded or failed) and the status it recorded.
+    """
+    down = "2026-11-29T11:59:00Z"     # past the 10 s grace at NOW
+    recent = "2026-11-29T11:59:55Z"   # 5 s ago: within grace
+    healthy = pods([True, True, True])
+
+    def with_primary_down(since=down, replicas_ready=(True, True)):
+        return [server_pod("db-0", 0, False, since)] + [
+            server_pod(f"db-{i}", i, r) for i, r in enumerate(replicas_ready, start=1)]
+
+    write("sync", "failover-primary-not-ready-in-grace", request(parent(status=st), live,
+                                                                 related(*with_primary_down(recent))))
+    write("sync", "failover-primary-missing", request(parent(status=st), live, related(*healthy[1:])))
+    missing = response_of("sync", "failover-primary-missing")
+    if missing is not None:
+        earlier = copy.deepcopy(missing["status"])
+        earlier["failover"]["primaryNotReadySince"] = "2026-11-29T11:59:45Z"
+        write("sync", "failover-primary-missing-past-grace", request(parent(status=earlier), live,
+                                                                     related(*healthy[1:])))
+    write("sync", "failover-no-replica-ready", request(parent(status=st), live,
+                                                       related(*with_primary_down(replicas_ready=(False, False)))))
+    write("sync", "failover-disabled", request(
+        parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
+        related(*with_primary_down())))
+    write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
+
+    started = response_of("sync", "failover-past-grace")
+    if started is None:
+        return
+    job = job_named(started, "failover")
+    s1 = started["status"]
+    write("sync", "failover-running", request(parent(status=s1), observed(started["children"]),
+                                              related(*with_primary_down(), job_pod(job, "failover"))))
+    promoted = '{"result":"promoted","from":"db-0","fenced":false,"unreachable":["db-0"],"primary":"db-1","semiSync":true,"replicas":["db-2"],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042"}'
+    write("sync", "failover-succeeded", request(
+        parent(status=s1), observed(started["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", promoted))))
+    write("sync", "failover-result-not-a-member", request(
+        parent(status=s1), observed(started["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", '{"result":"promoted","from":"db-0","primary":"other-1"}'))))
+    error = '{"result":"error","from":"db-0","fenced":false,"reason":"no-candidate","message":"no member other than db-0 answers"}'
+    write("sync", "failover-failed", request(
+        parent(status=s1), observed(started["children"], {job: "failed"}),
+        related(*with_primary_down(), job_pod(job, "failover", error, 1))))
+    write("sync", "switchover-blocked-by-failover", request(
+        annotated(parent(status=s1), **{"mysqlhook.dev/switchover-to": "db-2"}), observed(started["children"]),
+        related(*with_primary_down(), job_pod(job, "failover"))))
+
+    failed = response_of("sync", "failover-failed")
+    if failed is not None:
+        write("sync", "failover-backoff", request(
+            parent(status=failed["status"]), observed(failed["children"], {job: "failed"}),
+            related(*with_primary_down(), job_pod(job, "failover", error, 1))))
+        later = copy.deepcopy(failed["status"])
+        later["failover"]["nextAttemptTime"] = "2026-11-29T11:59:58Z"
+        write("sync", "failover-retry-after-backoff", request(
+            parent(status=later), observed([c for c in failed["children"] if c["kind"] != "Job"]),
+            related(*with_primary_down())))
+
+    succeeded = response_of("sync", "failover-succeeded")
+    if succeeded is None:
+        return
+    write("sync", "failover-recorded", request(
+        parent(status=succeeded["status"]), observed(succeeded["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", promoted))))
+    recorded = response_of("sync", "failover-recorded")
+    if recorded is None:
+        return
+    back = [server_pod("db-0", 0, True, "2026-11-29T11:59:58Z"), *healthy[1:]]
+    write("sync", "failover-old-primary-back", request(parent(status=recorded["status"]),
+                                                       observed(recorded["children"]), related(*back)))
+
+    # Switchover, requested by annotation.
+    def asking(status, target="db-2"):
+        return annotated(parent(status=status), **{"mysqlhook.dev/switchover-to": target})
+
+    write("sync", "switchover-requested", request(asking(st), live, related(*healthy)))
+    write("sync", "switchover-target-not-ready", request(asking(st), live, related(*pods([True, True, False]))))
+    write("sync", "switchover-refused-not-a-member", request(asking(st, "db-5"), live, related(*healthy)))
+    write("sync", "switchover-already-primary", request(asking(st, "db-0"), live, related(*healthy)))
+    requested = response_of("sync", "switchover-requested")
+    if requested is None:
+        return
+    sjob = job_named(requested, "switchover")
+    s2 = requested["status"]
+    write("sync", "switchover-running", request(asking(s2), observed(requested["children"]),
+                                                related(*healthy, job_pod(sjob, "switchover"))))
+    switched = '{"result":"switched","primary":"db-2","from":"db-0","semiSync":true,"replicas":["db-0","db-1"],"unreachable":[],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077"}'
+    write("sync", "switchover-succeeded", request(
+        asking(s2), observed(requested["children"], {sjob: "succeeded"}),
+        related(*healthy, job_pod(sjob, "switchover", switched))))
+    timeout = '{"result":"error","primary":"db-2","from":"db-0","reason":"catchup-timeout","message":"db-2 did not reach [3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077] within 60s; db-0 reopened"}'
+    write("sync", "switchover-failed", request(
+        asking(s2), observed(requested["children"], {sjob: "failed"}),
+        related(*healthy, job_pod(sjob, "switchover", timeout, 1))))
+    done = response_of("sync", "switchover-succeeded")
+    if done is None:
+        return
+    write("sync", "switchover-recorded", request(
+        asking(done["status"]), observed(done["children"], {sjob: "succeeded"}),
+        related(*healthy, job_pod(sjob, "switchover", switched))))
 
 
 def main():
@@ -255,6 +373,7 @@ def main():
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    failover_scenarios(running, st, live)
 
     # Refused requests: nothing may be deleted, so none of these may answer 200.
     bad = request(parent(status=st), copy.deepcopy(live))

@@ -10,7 +10,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::core::v1::ResourceRequirements,
-    apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::Condition},
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{Condition, Time},
+    },
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
@@ -193,9 +196,133 @@ pub struct MySQLStatus {
     pub observed_generation: Option<i64>,
 
     /// Standard conditions: `Ready`, `Initialized`, `SpecAccepted`,
-    /// `SemiSyncProtected`.
+    /// `SemiSyncProtected`, `AutomaticFailover` and, while a switchover is requested,
+    /// `Switchover`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// The role change (failover, switchover) in flight: at most one at a time,
+    /// decided from this one field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<Operation>,
+
+    /// How many role-change Jobs this cluster has started; numbers their names
+    /// (`<name>-failover-<n>`), so no two attempts share a Job or its pods.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub operations_started: i32,
+
+    /// An outage of the primary that automatic failover is handling, while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverStatus>,
+
+    /// The switchover requested by the `mysqlhook.dev/switchover-to` annotation,
+    /// while the annotation is set: it runs once per value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switchover: Option<SwitchoverStatus>,
+
+    /// The last role changes (at most 10), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub role_changes: Vec<RoleChange>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// What a role-change Job does.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    /// Promote a replica because the primary stayed not Ready past the grace period.
+    Failover,
+    /// Hand the primary role to a chosen Ready replica, gracefully.
+    Switchover,
+}
+
+/// A role-change Job in flight.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Operation {
+    pub kind: OperationKind,
+    /// The Job running it, `<name>-<failover|switchover>-<n>`.
+    pub job: String,
+    /// The primary when it started.
+    pub from: String,
+    /// The requested new primary (switchover); a failover picks its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// When the hook emitted the Job.
+    pub started_at: Time,
+}
+
+/// Bookkeeping of one primary outage; gone once the primary is Ready again.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverStatus {
+    /// When the hook first saw the primary pod missing, being deleted, or without a
+    /// Ready condition: the grace period counts from the earlier of this and the
+    /// pod's Ready condition `lastTransitionTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_not_ready_since: Option<Time>,
+
+    /// Failover Jobs that failed during this outage.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_attempts: i32,
+
+    /// When the last failed attempt started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempt_time: Option<Time>,
+
+    /// No new attempt before this time (exponential backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_time: Option<Time>,
+
+    /// Why the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// How a switchover request ended, or that it runs.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchoverResult {
+    Running,
+    Succeeded,
+    Failed,
+    /// Not possible as asked (the target is not a member, or already the primary).
+    Refused,
+}
+
+/// A handled switchover request.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SwitchoverStatus {
+    /// The requested pod: the annotation's value.
+    pub target: String,
+    pub result: SwitchoverResult,
+    /// The Job that ran it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// CamelCase reason, as in the `Switchover` condition.
+    pub reason: String,
+    /// What happened, for humans.
+    pub message: String,
+}
+
+/// One completed change of the primary.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleChange {
+    pub kind: OperationKind,
+    /// The primary before.
+    pub from: String,
+    /// The primary after: the pod the Job reported.
+    pub to: String,
+    /// Why: `PrimaryNotReady` (failover) or `Requested` (switchover).
+    pub reason: String,
+    /// When the hook saw the Job succeed and moved the primary.
+    pub time: Time,
+    /// The Job that did it.
+    pub job: String,
 }
 
 /// Coarse lifecycle of a cluster, for humans and `kubectl get`.

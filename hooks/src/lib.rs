@@ -14,6 +14,7 @@
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
 //! - [`build`]: one builder per child kind;
 //! - [`bootstrap`]: making the first primary writable;
+//! - [`roles`]: failover and switchover, the only place the primary moves;
 //! - [`sync`], [`finalize`], [`customize`]: the three hooks.
 
 pub mod api;
@@ -31,6 +32,7 @@ pub mod mycnf;
 pub mod names;
 pub mod observed;
 pub mod quantity;
+pub mod roles;
 pub mod scripts;
 pub mod sync;
 

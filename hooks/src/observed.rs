@@ -101,6 +101,11 @@ impl<'a> Observed<'a> {
         self.members.values().filter(|m| m.ready)
     }
 
+    /// Every observed Job child.
+    pub fn jobs(&self) -> impl Iterator<Item = &'a Job> + use<'a> {
+        self.request.children.jobs.values()
+    }
+
     /// An observed Job child by name.
     #[must_use]
     pub fn job(&self, name: &str) -> Option<&'a Job> {
@@ -149,18 +154,37 @@ impl<'a> Observed<'a> {
     /// message of the newest pod of that Job that terminated with one.
     #[must_use]
     pub fn job_result(&self, job: &str) -> Option<&'a str> {
-        self.job_pods
-            .get(job)?
-            .iter()
-            .filter_map(|p| {
-                let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
-                statuses.iter().find_map(|c| {
-                    let t = c.state.as_ref()?.terminated.as_ref()?;
-                    Some((t.finished_at.as_ref().map(|t| t.0), t.exit_code, t.message.as_deref()?))
-                })
+        self.terminations(job).filter(|(_, code, _)| *code == 0).max_by_key(|(at, _, _)| *at).map(|(_, _, m)| m.trim())
+    }
+
+    /// The termination message of the newest terminated pod of a Job, whatever its
+    /// exit code: why a failed Job failed.
+    #[must_use]
+    pub fn job_message(&self, job: &str) -> Option<&'a str> {
+        self.terminations(job).max_by_key(|(at, _, _)| *at).map(|(_, _, m)| m.trim())
+    }
+
+    /// Whether any pod of a Job with one of these purposes, other than `except`,
+    /// still runs (or waits to): a Job deleted in the background leaves its pods
+    /// behind for a while.
+    #[must_use]
+    pub fn job_pods_active(&self, purposes: &[&str], except: Option<&str>) -> bool {
+        self.job_pods.iter().filter(|(job, _)| Some(**job) != except).flat_map(|(_, pods)| pods).any(|p| {
+            let purpose = p.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE));
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            purpose.is_some_and(|x| purposes.contains(&x.as_str())) && !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+    }
+
+    /// `(finishedAt, exitCode, message)` of every terminated container of a Job's
+    /// pods that left a message.
+    fn terminations(&self, job: &str) -> impl Iterator<Item = (Option<Timestamp>, i32, &'a str)> + '_ {
+        self.job_pods.get(job).into_iter().flatten().copied().filter_map(|p: &'a Pod| {
+            let statuses = p.status.as_ref()?.container_statuses.as_ref()?;
+            statuses.iter().find_map(|c| {
+                let t = c.state.as_ref()?.terminated.as_ref()?;
+                Some((t.finished_at.as_ref().map(|t| t.0), t.exit_code, t.message.as_deref()?))
             })
-            .filter(|(_, code, _)| *code == 0)
-            .max_by_key(|(at, _, _)| *at)
-            .map(|(_, _, m)| m.trim())
+        })
     }
 }

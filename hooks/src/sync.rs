@@ -15,6 +15,7 @@ use crate::{
     metacontroller::{Child, SyncRequest, SyncResponse},
     model::{Cluster, Problem},
     observed::Observed,
+    roles::{self, Roles},
 };
 
 /// How often to look again while something is in flight.
@@ -29,19 +30,37 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (cluster, problems) = Cluster::resolve(&request.parent, &observed);
+    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed);
     let previous = request.parent.status.clone().unwrap_or_default();
     let bootstrap = bootstrap::plan(&cluster, &observed, &previous.conditions);
+    let roles = roles::plan(&roles::Input {
+        cluster: &cluster,
+        observed: &observed,
+        previous: &previous,
+        failover: &request.parent.spec.failover,
+        switchover_to: request
+            .parent
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(roles::SWITCHOVER_TO))
+            .map(String::as_str),
+        initialized: bootstrap == Bootstrap::Done,
+        may_start: !request.finalizing,
+        now: ctx.now,
+    });
+    // Everything below (Services, ConfigMap, EndpointSlices) follows the primary
+    // as this sync leaves it.
+    cluster.primary.clone_from(&roles.primary);
 
     let mut children = desired_children(&cluster, &observed, ctx);
-    if let Some(job) = bootstrap.job() {
-        children.push(Child::Job(Box::new(job.clone())));
-    }
+    children.extend(bootstrap.job().into_iter().chain(roles.job.as_ref()).map(|j| Child::Job(Box::new(j.clone()))));
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
 
-    let status = status(&cluster, &observed, &previous, &bootstrap, &problems, ctx);
+    let status = status(&cluster, &observed, &previous, &bootstrap, &roles, &problems, ctx);
     let busy = status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_));
-    Ok(SyncResponse { status, children, resync_after_seconds: busy.then_some(RESYNC_BUSY_SECONDS) })
+    let resync = [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after].into_iter().flatten().min();
+    Ok(SyncResponse { status, children, resync_after_seconds: resync })
 }
 
 /// The request must name the parent completely: every child name and the
@@ -79,6 +98,7 @@ fn status(
     observed: &Observed<'_>,
     previous: &MySQLStatus,
     bootstrap: &Bootstrap,
+    roles: &Roles,
     problems: &[Problem],
     ctx: &Context,
 ) -> MySQLStatus {
@@ -166,6 +186,10 @@ fn status(
         );
     }
 
+    for v in &roles.conditions {
+        conditions.set(v.type_, v.status, v.reason, v.message.clone());
+    }
+
     MySQLStatus {
         phase: Some(phase),
         primary: Some(c.primary.clone()),
@@ -173,5 +197,10 @@ fn status(
         ready_replicas: ready,
         observed_generation: previous.observed_generation,
         conditions: conditions.finish(),
+        operation: roles.operation.clone(),
+        operations_started: roles.operations_started,
+        failover: roles.failover.clone(),
+        switchover: roles.switchover.clone(),
+        role_changes: roles.role_changes.clone(),
     }
 }

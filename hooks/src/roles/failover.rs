@@ -1,0 +1,181 @@
+//! Automatic failover: when has the primary failed, and may a replica replace it?
+//!
+//! The primary has failed when its pod has not been Ready for longer than
+//! `spec.failover.gracePeriodSeconds`. The clock starts at the pod's Ready
+//! condition `lastTransitionTime`; when that says nothing about the outage (the pod
+//! is missing, being deleted, or has no Ready condition yet) it starts at the first
+//! sync that saw it so, recorded in `status.failover.primaryNotReadySince`; when
+//! both exist the earlier wins, so a pod recreated after its deletion does not
+//! restart the grace period. Then, if a replica is Ready, no other role change is
+//! in flight and no backoff after a failed attempt runs, a failover starts.
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+
+use super::{AUTOMATIC_FAILOVER, BUSY_SECONDS, Blocker, Verdict, after, seconds_until};
+use crate::{
+    api::{FailoverSpec, FailoverStatus},
+    observed::Observed,
+};
+
+/// What [`assess`] looks at.
+pub struct Facts<'a> {
+    pub primary: &'a str,
+    pub observed: &'a Observed<'a>,
+    pub replicas: i32,
+    pub spec: &'a FailoverSpec,
+    pub initialized: bool,
+    /// The outage recorded so far.
+    pub previous: Option<&'a FailoverStatus>,
+    /// Why no role change may start now, if one may not.
+    pub blocker: Option<&'a Blocker>,
+    pub now: Timestamp,
+}
+
+/// The verdict on the primary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    /// The outage record: `None` while the primary is Ready.
+    pub status: Option<FailoverStatus>,
+    pub verdict: Verdict,
+    /// Start a failover now.
+    pub start: bool,
+    pub resync_after: Option<u32>,
+}
+
+fn verdict(status: bool, reason: &'static str, message: String) -> Verdict {
+    Verdict { type_: AUTOMATIC_FAILOVER, status, reason, message }
+}
+
+/// Decides whether the primary has failed and a failover should start.
+#[must_use]
+pub fn assess(f: &Facts<'_>) -> Assessment {
+    let idle = |status, verdict| Assessment { status, verdict, start: false, resync_after: None };
+    if !f.initialized {
+        return idle(
+            None,
+            verdict(false, "NotInitialized", "no failover before the first primary is bootstrapped".to_owned()),
+        );
+    }
+    let member = f.observed.member(f.primary);
+    let candidates: Vec<&str> = f
+        .observed
+        .ready_members()
+        .filter(|m| m.name != f.primary && !m.terminating && m.ordinal < f.replicas)
+        .map(|m| m.name)
+        .collect();
+    let grace = i64::from(f.spec.grace_period_seconds);
+
+    if member.is_some_and(|m| m.ready) {
+        let v = if !f.spec.enabled {
+            verdict(false, "Disabled", "spec.failover.enabled is false: a failed primary is not replaced".to_owned())
+        } else if f.replicas < 2 {
+            verdict(false, "SingleServer", "one server: there is no replica to promote".to_owned())
+        } else if candidates.is_empty() {
+            verdict(
+                false,
+                "NoReadyReplica",
+                format!("{} serves, but no replica is Ready to take over if it fails", f.primary),
+            )
+        } else {
+            verdict(
+                true,
+                "Armed",
+                format!(
+                    "a failover starts if {} stays not Ready for {grace}s; candidates: {}",
+                    f.primary,
+                    candidates.join(", ")
+                ),
+            )
+        };
+        return idle(None, v);
+    }
+
+    // The primary is not Ready: when did that start?
+    let from_pod = member.filter(|m| !m.terminating).and_then(|m| m.ready_since);
+    let recorded = f.previous.and_then(|p| p.primary_not_ready_since.as_ref()).map(|t| t.0);
+    let since = match (recorded, from_pod) {
+        (Some(r), Some(p)) => r.min(p),
+        (Some(t), None) | (None, Some(t)) => t,
+        (None, None) => f.now,
+    };
+    let mut status = f.previous.cloned().unwrap_or_default();
+    if from_pod.is_none() || recorded.is_some() {
+        status.primary_not_ready_since = Some(Time(recorded.unwrap_or(f.now)));
+    }
+    let at = |t: Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let down = format!("{} {} since {}", f.primary, if member.is_some() { "not Ready" } else { "missing" }, at(since));
+    let status = (status != FailoverStatus::default()).then_some(status);
+    if !f.spec.enabled {
+        return idle(
+            status,
+            verdict(false, "Disabled", format!("{down}; spec.failover.enabled is false: it is not replaced")),
+        );
+    }
+    if f.replicas < 2 {
+        return idle(
+            status,
+            verdict(false, "SingleServer", format!("{down}; one server: there is no replica to promote")),
+        );
+    }
+    let deadline = after(since, grace);
+    let wait = |status, v, seconds: i64| Assessment {
+        status,
+        verdict: v,
+        start: false,
+        resync_after: Some(u32::try_from(seconds.max(1)).unwrap_or(u32::MAX)),
+    };
+    if f.now < deadline {
+        return wait(
+            status,
+            verdict(true, "PrimaryNotReady", format!("{down}; failover at {} unless it recovers", at(deadline))),
+            seconds_until(f.now, deadline),
+        );
+    }
+    let retry_at = f.previous.and_then(|p| p.next_attempt_time.as_ref()).map(|t| t.0);
+    if let (Some(retry_at), Some(p)) = (retry_at.filter(|t| f.now < *t), f.previous) {
+        return wait(
+            status,
+            verdict(
+                false,
+                "RetryBackoff",
+                format!(
+                    "{down}; failover attempt {} failed ({}); next attempt at {}",
+                    p.failed_attempts,
+                    p.last_error.as_deref().unwrap_or("no reason"),
+                    at(retry_at)
+                ),
+            ),
+            seconds_until(f.now, retry_at),
+        );
+    }
+    match f.blocker {
+        Some(Blocker::Running(op)) if op.kind == crate::api::OperationKind::Failover => {
+            return wait(
+                status,
+                verdict(true, "FailingOver", format!("{down}; Job {} is promoting a replica in its place", op.job)),
+                i64::from(BUSY_SECONDS),
+            );
+        }
+        Some(b) => {
+            return wait(
+                status,
+                verdict(true, "Waiting", format!("{down}; failover waits: {}", b.describe())),
+                i64::from(BUSY_SECONDS),
+            );
+        }
+        None => {}
+    }
+    if candidates.is_empty() {
+        return wait(
+            status,
+            verdict(false, "NoReadyReplica", format!("{down}; no replica is Ready, so none can be promoted")),
+            i64::from(BUSY_SECONDS),
+        );
+    }
+    Assessment {
+        status,
+        verdict: verdict(true, "FailingOver", format!("{down}; starting a failover")),
+        start: true,
+        resync_after: None,
+    }
+}
