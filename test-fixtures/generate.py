@@ -318,6 +318,86 @@ def failover_scenarios(running, st, live):
         related(*healthy, job_pod(sjob, "switchover", switched))))
 
 
+OLD_REV, NEW_REV = "db-7d9c8b6f5", "db-5c8d7e9f1"
+
+
+def rolling(children, job_states=None, update=NEW_REV, current=OLD_REV):
+    """Observed children whose StatefulSet reports a new update revision."""
+    out = observed(children, job_states)
+    sts = out["StatefulSet.apps/v1"]["shop/db"]
+    sts["status"]["updateRevision"] = update
+    sts["status"]["currentRevision"] = current
+    return out
+
+
+def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
+    """Server pods db-0.. on the given revisions (N: new, O: old)."""
+    out = []
+    for i, (rev, r) in enumerate(zip(revs, ready)):
+        p = server_pod(f"db-{i}", i, r, since)
+        p["metadata"]["labels"]["controller-revision-hash"] = NEW_REV if rev == "N" else OLD_REV
+        out.append(p)
+    return out
+
+
+def upgrade_scenarios(running, st, live):
+    """An ordered 8.4.3 -> 8.4.5 rollout of a 3-server cluster whose primary is db-0:
+    db-2, db-1, a switchover to db-2, then db-0; plus a stuck step, a refused
+    downgrade and a config-only change."""
+    v2 = dict(version="8.4.5")
+    write("sync", "upgrade-requested", request(parent(status=st, **v2), live, related(*pods([True, True, True]))))
+    write("sync", "upgrade-refused-downgrade", request(parent(status=st, version="8.0.39"), live,
+                                                       related(*pods([True, True, True]))))
+    cfg = dict(config={"max_connections": "800"})
+    write("sync", "config-change", request(parent(status=st, **cfg), live, related(*pods([True, True, True]))))
+    changed = response_of("sync", "config-change")
+    if changed is not None:
+        write("sync", "config-change-first-step", request(parent(status=changed["status"], **cfg),
+                                                          rolling(changed["children"]),
+                                                          related(*revision_pods("OOO"))))
+    r1 = response_of("sync", "upgrade-requested")
+    if r1 is None:
+        return
+    write("sync", "upgrade-1-release-db-2", request(parent(status=r1["status"], **v2), rolling(r1["children"]),
+                                                   related(*revision_pods("OOO"))))
+    r2 = response_of("sync", "upgrade-1-release-db-2")
+    if r2 is None:
+        return
+    write("sync", "upgrade-2-db-2-restarting", request(parent(status=r2["status"], **v2), rolling(r2["children"]),
+                                                      related(*revision_pods("OON", (True, True, False), "2026-11-29T11:59:58Z"))))
+    stuck = copy.deepcopy(r2["status"])
+    stuck["rollout"]["stepStartedAt"] = "2026-11-29T11:45:00Z"
+    write("sync", "upgrade-stuck", request(parent(status=stuck, **v2), rolling(r2["children"]),
+                                           related(*revision_pods("OON", (True, True, False), "2026-11-29T11:46:00Z"))))
+    write("sync", "upgrade-3-release-db-1", request(parent(status=r2["status"], **v2), rolling(r2["children"]),
+                                                   related(*revision_pods("OON"))))
+    r3 = response_of("sync", "upgrade-3-release-db-1")
+    if r3 is None:
+        return
+    write("sync", "upgrade-4-switchover", request(parent(status=r3["status"], **v2), rolling(r3["children"]),
+                                                 related(*revision_pods("ONN"))))
+    r4 = response_of("sync", "upgrade-4-switchover")
+    if r4 is None:
+        return
+    sjob = job_named(r4, "switchover")
+    switched = '{"result":"switched","primary":"db-2","from":"db-0","semiSync":true,"replicas":["db-0","db-1"],"unreachable":[],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077"}'
+    write("sync", "upgrade-5-switched", request(parent(status=r4["status"], **v2),
+                                               rolling(r4["children"], {sjob: "succeeded"}),
+                                               related(*revision_pods("ONN"), job_pod(sjob, "switchover", switched))))
+    r5 = response_of("sync", "upgrade-5-switched")
+    if r5 is None:
+        return
+    write("sync", "upgrade-6-release-db-0", request(parent(status=r5["status"], **v2),
+                                                   rolling(r5["children"], {sjob: "succeeded"}),
+                                                   related(*revision_pods("ONN"))))
+    r6 = response_of("sync", "upgrade-6-release-db-0")
+    if r6 is None:
+        return
+    write("sync", "upgrade-7-complete", request(parent(status=r6["status"], **v2),
+                                               rolling(r6["children"], update=NEW_REV, current=NEW_REV),
+                                               related(*revision_pods("NNN"))))
+
+
 def main():
     new = response_of("sync", "new-cluster")
     primary_ready = response_of("sync", "primary-ready")
@@ -374,6 +454,7 @@ def main():
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
     failover_scenarios(running, st, live)
+    upgrade_scenarios(running, st, live)
 
     # Refused requests: nothing may be deleted, so none of these may answer 200.
     bad = request(parent(status=st), copy.deepcopy(live))

@@ -223,6 +223,39 @@ pub struct MySQLStatus {
     /// The last role changes (at most 10), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub role_changes: Vec<RoleChange>,
+
+    /// The server version every server runs: set when a rollout has completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+
+    /// The ordered rollout of a new pod template (version, image, config), while
+    /// one runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// An ordered rollout: replicas one at a time, then a switchover, then the old
+/// primary.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The version the servers ran before (`status.version`), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
+    /// The version being rolled out.
+    pub to_version: String,
+    /// The StatefulSet's `status.updateRevision`: the revision being rolled out.
+    pub update_revision: String,
+    /// The StatefulSet partition: pods with this ordinal or higher are released.
+    pub partition: i32,
+    /// Pods already on the update revision.
+    #[serde(default)]
+    pub updated: Vec<String>,
+    /// The current step, e.g. `update db-1` or `switchover db-0 to db-2`.
+    pub step: String,
+    /// When the current step began; a step that takes longer than 10 minutes stops
+    /// the rollout.
+    pub step_started_at: Time,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -251,6 +284,10 @@ pub struct Operation {
     /// The requested new primary (switchover); a failover picks its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Why: `PrimaryNotReady` (failover), `Requested` (annotation) or `Rollout`
+    /// (before the primary's update).
+    #[serde(default)]
+    pub reason: String,
     /// When the hook emitted the Job.
     pub started_at: Time,
 }
@@ -317,7 +354,7 @@ pub struct RoleChange {
     pub from: String,
     /// The primary after: the pod the Job reported.
     pub to: String,
-    /// Why: `PrimaryNotReady` (failover) or `Requested` (switchover).
+    /// Why: `PrimaryNotReady` (failover), `Requested` (annotation) or `Rollout`.
     pub reason: String,
     /// When the hook saw the Job succeed and moved the primary.
     pub time: Time,

@@ -15,6 +15,7 @@
 //! - [`build`]: one builder per child kind;
 //! - [`bootstrap`]: making the first primary writable;
 //! - [`roles`]: failover and switchover, the only place the primary moves;
+//! - [`rollout`], [`version`]: ordered upgrades through the StatefulSet partition;
 //! - [`sync`], [`finalize`], [`customize`]: the three hooks.
 
 pub mod api;
@@ -33,8 +34,10 @@ pub mod names;
 pub mod observed;
 pub mod quantity;
 pub mod roles;
+pub mod rollout;
 pub mod scripts;
 pub mod sync;
+pub mod version;
 
 pub use customize::customize;
 pub use error::{Error, Result};

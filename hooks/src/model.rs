@@ -18,6 +18,7 @@ use crate::{
     names::{Names, short_hash},
     observed::Observed,
     quantity,
+    version::{self, Version},
 };
 
 /// A part of the spec the hook could not honour, and why.
@@ -36,6 +37,9 @@ pub struct Cluster {
     pub uid: String,
     pub flavor: Flavor,
     pub image: String,
+    /// The server version `image` runs: `spec.version`, or the running version when
+    /// the change was refused.
+    pub version: String,
     pub replicas: i32,
     /// The data volume template; the observed one once the StatefulSet exists,
     /// because it is immutable.
@@ -156,7 +160,31 @@ impl Cluster {
             spec.replicas
         };
 
-        let image = spec.image.clone().unwrap_or_else(|| format!("{}:{}", spec.flavor.as_str(), spec.version));
+        // Version: refused changes keep the running image.
+        let wanted_image = spec.image.clone().unwrap_or_else(|| format!("{}:{}", spec.flavor.as_str(), spec.version));
+        let running_image = running_mysqld.and_then(|c| c.image.clone());
+        let running_version = parent
+            .status
+            .as_ref()
+            .and_then(|s| s.version.as_deref())
+            .and_then(Version::parse)
+            .or_else(|| running_image.as_deref().and_then(Version::of_image));
+        let (image, version) = match (running_version, Version::parse(&spec.version)) {
+            (Some(from), Some(to)) => match version::check(spec.flavor, from, to) {
+                Ok(()) => (wanted_image, spec.version.clone()),
+                Err(why) => {
+                    problems.push(Problem {
+                        reason: "VersionChangeRefused",
+                        message: format!(
+                            "spec.version {}: {why}; the running servers are kept as they are",
+                            spec.version
+                        ),
+                    });
+                    (running_image.unwrap_or(wanted_image), from.to_string())
+                }
+            },
+            _ => (wanted_image, spec.version.clone()),
+        };
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -166,6 +194,7 @@ impl Cluster {
             uid: parent.metadata.uid.clone().unwrap_or_default(),
             flavor: spec.flavor,
             image,
+            version,
             replicas,
             volume,
             resources,

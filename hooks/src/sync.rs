@@ -16,6 +16,7 @@ use crate::{
     model::{Cluster, Problem},
     observed::Observed,
     roles::{self, Roles},
+    rollout,
 };
 
 /// How often to look again while something is in flight.
@@ -33,6 +34,13 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed);
     let previous = request.parent.status.clone().unwrap_or_default();
     let bootstrap = bootstrap::plan(&cluster, &observed, &previous.conditions);
+    let rollout = rollout::plan(&rollout::Facts {
+        cluster: &cluster,
+        observed: &observed,
+        previous: &previous,
+        initialized: bootstrap == Bootstrap::Done,
+        now: ctx.now,
+    });
     let roles = roles::plan(&roles::Input {
         cluster: &cluster,
         observed: &observed,
@@ -45,6 +53,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .as_ref()
             .and_then(|a| a.get(roles::SWITCHOVER_TO))
             .map(String::as_str),
+        rollout_switchover_to: rollout.switchover_to.as_deref(),
         initialized: bootstrap == Bootstrap::Done,
         may_start: !request.finalizing,
         now: ctx.now,
@@ -53,13 +62,21 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     // as this sync leaves it.
     cluster.primary.clone_from(&roles.primary);
 
-    let mut children = desired_children(&cluster, &observed, ctx);
+    let mut children = desired_children(&cluster, &observed, rollout.partition, ctx);
     children.extend(bootstrap.job().into_iter().chain(roles.job.as_ref()).map(|j| Child::Job(Box::new(j.clone()))));
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
 
-    let status = status(&cluster, &observed, &previous, &bootstrap, &roles, &problems, ctx);
+    let status = status(
+        &cluster,
+        &observed,
+        &previous,
+        &Decisions { bootstrap: &bootstrap, roles: &roles, rollout: &rollout },
+        &problems,
+        ctx,
+    );
     let busy = status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_));
-    let resync = [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after].into_iter().flatten().min();
+    let resync =
+        [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after].into_iter().flatten().min();
     Ok(SyncResponse { status, children, resync_after_seconds: resync })
 }
 
@@ -76,9 +93,9 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
 }
 
 /// The children every live cluster has.
-fn desired_children(c: &Cluster, observed: &Observed<'_>, ctx: &Context) -> Vec<Child> {
+fn desired_children(c: &Cluster, observed: &Observed<'_>, partition: i32, ctx: &Context) -> Vec<Child> {
     let mut children = vec![
-        Child::StatefulSet(Box::new(statefulset::build(c, 0))),
+        Child::StatefulSet(Box::new(statefulset::build(c, partition))),
         Child::Service(Box::new(service::headless(c))),
         Child::Service(Box::new(service::primary(c))),
         Child::Service(Box::new(service::replicas(c))),
@@ -93,15 +110,22 @@ fn desired_children(c: &Cluster, observed: &Observed<'_>, ctx: &Context) -> Vec<
     children
 }
 
+/// What this sync decided, for the status.
+struct Decisions<'a> {
+    bootstrap: &'a Bootstrap,
+    roles: &'a Roles,
+    rollout: &'a rollout::Plan,
+}
+
 fn status(
     c: &Cluster,
     observed: &Observed<'_>,
     previous: &MySQLStatus,
-    bootstrap: &Bootstrap,
-    roles: &Roles,
+    decisions: &Decisions<'_>,
     problems: &[Problem],
     ctx: &Context,
 ) -> MySQLStatus {
+    let Decisions { bootstrap, roles, rollout } = *decisions;
     let members: Vec<_> = observed.members.values().filter(|m| m.ordinal < c.replicas).collect();
     let ready = i32::try_from(members.iter().filter(|m| m.ready).count()).unwrap_or(i32::MAX);
     let primary_ready = observed.member(&c.primary).is_some_and(|m| m.ready);
@@ -186,7 +210,7 @@ fn status(
         );
     }
 
-    for v in &roles.conditions {
+    for v in roles.conditions.iter().chain([&rollout.verdict]) {
         conditions.set(v.type_, v.status, v.reason, v.message.clone());
     }
 
@@ -202,5 +226,7 @@ fn status(
         failover: roles.failover.clone(),
         switchover: roles.switchover.clone(),
         role_changes: roles.role_changes.clone(),
+        version: rollout.version.clone(),
+        rollout: rollout.status.clone(),
     }
 }

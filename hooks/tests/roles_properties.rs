@@ -146,6 +146,7 @@ fn request(s: &Scenario) -> Value {
         let mut op = json!({
             "kind": if switchover { "Switchover" } else { "Failover" },
             "job": job_name, "from": format!("db-{}", s.primary), "startedAt": at(-30),
+            "reason": if switchover { "Requested" } else { "PrimaryNotReady" },
         });
         if switchover {
             op["target"] = json!(format!("db-{target}"));

@@ -48,6 +48,11 @@ pub const AUTOMATIC_FAILOVER: &str = "AutomaticFailover";
 /// Condition: the state of the requested switchover (present while requested).
 pub const SWITCHOVER: &str = "Switchover";
 
+/// Operation reasons.
+const REQUESTED: &str = "Requested";
+const ROLLOUT: &str = "Rollout";
+const PRIMARY_NOT_READY: &str = "PrimaryNotReady";
+
 /// Role changes kept in `status.roleChanges`.
 const HISTORY: usize = 10;
 /// How often to look again while a role-change Job runs.
@@ -98,6 +103,8 @@ pub struct Input<'a> {
     pub failover: &'a FailoverSpec,
     /// The value of the [`SWITCHOVER_TO`] annotation.
     pub switchover_to: Option<&'a str>,
+    /// A switchover the rollout needs before it updates the primary.
+    pub rollout_switchover_to: Option<&'a str>,
     /// Bootstrap completed in an earlier sync.
     pub initialized: bool,
     /// False in finalize: running operations go on, none starts.
@@ -197,7 +204,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
     }
     if outage.start {
         let from = r.primary.clone();
-        let op = start(&mut r, input, OperationKind::Failover, from.clone(), None, now);
+        let op = start(&mut r, input, OperationKind::Failover, PRIMARY_NOT_READY, from.clone(), None, now);
         r.conditions.retain(|v| v.type_ != AUTOMATIC_FAILOVER);
         r.conditions.push(Verdict {
             type_: AUTOMATIC_FAILOVER,
@@ -226,7 +233,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
     }
     if let Some(target) = request.start {
         let from = r.primary.clone();
-        let op = start(&mut r, input, OperationKind::Switchover, from.clone(), Some(target.clone()), now);
+        let op = start(&mut r, input, OperationKind::Switchover, REQUESTED, from.clone(), Some(target.clone()), now);
         let record = SwitchoverStatus {
             target: target.clone(),
             result: SwitchoverResult::Running,
@@ -237,6 +244,19 @@ pub fn plan(input: &Input<'_>) -> Roles {
         r.conditions.retain(|v| v.type_ != SWITCHOVER);
         r.conditions.push(switchover::verdict_of(&record));
         r.switchover = Some(record);
+        blocker = r.operation.clone().map(Blocker::Running);
+    }
+
+    // The rollout's switchover: no record of its own (the rollout status shows it).
+    if let Some(target) = input.rollout_switchover_to.filter(|t| *t != r.primary)
+        && blocker.is_none()
+        && input.initialized
+        && input.observed.member(&r.primary).is_some_and(|m| m.ready)
+        && input.observed.member(target).is_some_and(|m| m.ready && !m.terminating)
+        && c.names.ordinal(target).is_some_and(|o| o < c.replicas)
+    {
+        let from = r.primary.clone();
+        start(&mut r, input, OperationKind::Switchover, ROLLOUT, from, Some(target.to_owned()), now);
     }
     r
 }
@@ -315,11 +335,7 @@ fn succeeded(r: &mut Roles, op: &Operation, to: String, now: Timestamp) {
         kind: op.kind,
         from: op.from.clone(),
         to: to.clone(),
-        reason: match op.kind {
-            OperationKind::Failover => "PrimaryNotReady",
-            OperationKind::Switchover => "Requested",
-        }
-        .to_owned(),
+        reason: op.reason.clone(),
         time: Time(now),
         job: op.job.clone(),
     });
@@ -327,7 +343,7 @@ fn succeeded(r: &mut Roles, op: &Operation, to: String, now: Timestamp) {
     r.role_changes.drain(..excess);
     // The outage, if any, was the old primary's.
     r.failover = None;
-    if op.kind == OperationKind::Switchover {
+    if op.kind == OperationKind::Switchover && op.reason == REQUESTED {
         r.switchover = Some(SwitchoverStatus {
             target: op.target.clone().unwrap_or_else(|| to.clone()),
             result: SwitchoverResult::Succeeded,
@@ -349,6 +365,7 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
             f.last_error = Some(why.to_owned());
             r.failover = Some(f);
         }
+        OperationKind::Switchover if op.reason != REQUESTED => {}
         OperationKind::Switchover => {
             r.switchover = Some(SwitchoverStatus {
                 target: op.target.clone().unwrap_or_default(),
@@ -373,6 +390,7 @@ fn start(
     r: &mut Roles,
     input: &Input<'_>,
     kind: OperationKind,
+    reason: &str,
     from: String,
     target: Option<String>,
     now: Timestamp,
@@ -386,7 +404,7 @@ fn start(
         n = n.saturating_add(1);
         name = c.names.job(purpose, &n.to_string());
     }
-    let op = Operation { kind, job: name, from, target, started_at: Time(now) };
+    let op = Operation { kind, job: name, from, target, reason: reason.to_owned(), started_at: Time(now) };
     r.operations_started = n;
     r.job = Some(job_for(c, &op));
     r.operation = Some(op.clone());

@@ -1,0 +1,253 @@
+//! Ordered rollouts of a new pod template (a new version, image, configuration or
+//! resources): replicas first, one at a time, then a switchover, then the old
+//! primary.
+//!
+//! The hook drives the StatefulSet's `rollingUpdate.partition`: pods with an
+//! ordinal at or above it get the new revision. When nothing rolls, the partition
+//! equals `replicas`, so a template change updates no pod by itself; the hook
+//! sees the new `status.updateRevision` and then lowers the partition one ordinal
+//! per step, each step only when every released pod is Ready on the new revision
+//! (pod label `controller-revision-hash`), every server is Ready and no role
+//! change runs.
+//!
+//! A partition releases ordinals from the top down, so the order follows from the
+//! primary's ordinal `k`: first the replicas above `k`, then a switchover to an
+//! updated Ready replica (the highest), then `k` and the rest below it. A primary
+//! at ordinal 0 (the usual case) thus costs exactly one role change. A primary at
+//! the highest ordinal has no updated replica to hand over to: it first hands over
+//! to the lowest Ready replica, which later hands over again (two role changes;
+//! a partition cannot hold back a higher ordinal than a lower one).
+//!
+//! A step (one pod's update, or the switchover) that has not finished after
+//! [`STEP_TIMEOUT_SECONDS`] stops the rollout: the `Progressing` condition turns
+//! False with reason `RolloutStuck` and no further pod is touched; it goes on by
+//! itself if the pod becomes Ready, and reverting the spec rolls back the same way.
+
+use k8s_openapi::{api::core::v1::ResourceRequirements, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+
+use crate::{
+    api::{MySQLStatus, RolloutStatus},
+    build::statefulset::CONFIG_HASH,
+    model::{Cluster, MYSQLD},
+    observed::{Member, Observed},
+    roles::Verdict,
+};
+
+/// Condition: whether a rollout runs.
+pub const PROGRESSING: &str = "Progressing";
+/// How long one step may take.
+pub const STEP_TIMEOUT_SECONDS: i64 = 600;
+const BUSY_SECONDS: u32 = 10;
+const REVISION: &str = "controller-revision-hash";
+
+/// What decides the rollout.
+pub struct Facts<'a> {
+    pub cluster: &'a Cluster,
+    pub observed: &'a Observed<'a>,
+    pub previous: &'a MySQLStatus,
+    pub initialized: bool,
+    pub now: Timestamp,
+}
+
+/// This sync's rollout step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The StatefulSet partition to emit.
+    pub partition: i32,
+    /// A switchover to ask [`crate::roles`] for, before the primary is updated.
+    pub switchover_to: Option<String>,
+    pub status: Option<RolloutStatus>,
+    /// `status.version`.
+    pub version: Option<String>,
+    pub verdict: Verdict,
+    pub resync_after: Option<u32>,
+}
+
+fn verdict(status: bool, reason: &'static str, message: String) -> Verdict {
+    Verdict { type_: PROGRESSING, status, reason, message }
+}
+
+fn revision<'a>(m: &Member<'a>) -> Option<&'a str> {
+    m.pod.metadata.labels.as_ref()?.get(REVISION).map(String::as_str)
+}
+
+/// Resources that say something: the API server stores an unset `resources` as `{}`.
+fn set(r: Option<&ResourceRequirements>) -> Option<&ResourceRequirements> {
+    r.filter(|r| **r != ResourceRequirements::default())
+}
+
+/// Decides the partition and the next step.
+#[must_use]
+pub fn plan(f: &Facts<'_>) -> Plan {
+    let c = f.cluster;
+    let n = c.replicas;
+    let prev = f.previous;
+    let idle = |version: Option<String>, v| Plan {
+        partition: n,
+        switchover_to: None,
+        status: None,
+        version,
+        verdict: v,
+        resync_after: None,
+    };
+    if !f.initialized {
+        // Before bootstrap nothing needs protecting, and a fixed spec must reach
+        // pods that cannot start: the StatefulSet rolls freely.
+        let v = verdict(false, "Initializing", "pods roll freely until the first primary is bootstrapped".to_owned());
+        return Plan { partition: 0, version: Some(c.version.clone()), ..idle(None, v) };
+    }
+    let Some(sts) = f.observed.stateful_set else {
+        return idle(prev.version.clone(), verdict(false, "UpToDate", "creating the servers".to_owned()));
+    };
+    let observed_partition = sts
+        .spec
+        .update_strategy
+        .as_ref()
+        .and_then(|u| u.rolling_update.as_ref())
+        .and_then(|r| r.partition)
+        .unwrap_or(0)
+        .clamp(0, n);
+    let status = sts.status.as_ref();
+    let fresh = match (status.and_then(|s| s.observed_generation), sts.metadata.generation) {
+        (Some(seen), Some(generation)) => seen >= generation,
+        _ => true,
+    };
+    let update_revision = status.and_then(|s| s.update_revision.as_deref());
+    let running_mysqld = sts.spec.template.spec.as_ref().and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD));
+    let running_image = running_mysqld.and_then(|c| c.image.as_deref());
+    let members: Vec<&Member<'_>> = f.observed.members.values().filter(|m| m.ordinal < n).collect();
+    let on_new = |m: &Member<'_>| update_revision.is_some() && revision(m) == update_revision;
+
+    let (Some(update_revision), true) = (update_revision, fresh) else {
+        // Without a current StatefulSet status nothing can be judged: keep what is there.
+        return Plan {
+            partition: observed_partition,
+            switchover_to: None,
+            status: prev.rollout.clone(),
+            version: prev.version.clone(),
+            verdict: verdict(
+                prev.rollout.is_some(),
+                "Waiting",
+                "waiting for the StatefulSet controller to report its revisions".to_owned(),
+            ),
+            resync_after: Some(BUSY_SECONDS),
+        };
+    };
+    if members.iter().all(|m| on_new(m)) {
+        // Done, or nothing to do, or a template change made in this very sync,
+        // which the observed revisions do not show yet: every pod is held.
+        let running_hash =
+            sts.spec.template.metadata.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(CONFIG_HASH));
+        if running_image != Some(c.image.as_str())
+            || running_hash != Some(&c.config_hash)
+            || set(running_mysqld.and_then(|m| m.resources.as_ref())) != set(c.resources.as_ref())
+        {
+            let v = verdict(
+                true,
+                "Updating",
+                format!(
+                    "new pod template (version {}, config {}): every pod is held until the StatefulSet reports its revision",
+                    c.version, c.config_hash
+                ),
+            );
+            return Plan { resync_after: Some(BUSY_SECONDS), ..idle(prev.version.clone(), v) };
+        }
+        return idle(
+            Some(c.version.clone()),
+            verdict(false, "UpToDate", format!("every server runs revision {update_revision}")),
+        );
+    }
+
+    let updated: Vec<String> = members.iter().filter(|m| on_new(m)).map(|m| m.name.to_owned()).collect();
+    let released_not_ready: Vec<&str> =
+        members.iter().filter(|m| m.ordinal >= observed_partition && !(m.ready && on_new(m))).map(|m| m.name).collect();
+    let missing: Vec<String> = (0..n).filter(|o| !f.observed.members.contains_key(o)).map(|o| c.names.pod(o)).collect();
+    let unready: Vec<&str> = members.iter().filter(|m| !m.ready).map(|m| m.name).collect();
+    let primary_ordinal = c.names.ordinal(&c.primary).unwrap_or(0);
+    let prev_rollout = prev.rollout.as_ref().filter(|r| r.update_revision == update_revision);
+
+    // The next step, or why there is none yet.
+    let mut partition = observed_partition;
+    let mut switchover_to = None;
+    let (step, waiting) = if !released_not_ready.is_empty() {
+        (
+            prev_rollout.map_or_else(|| format!("update {}", released_not_ready.join(", ")), |r| r.step.clone()),
+            Some(format!("waiting for {} to be Ready on revision {update_revision}", released_not_ready.join(", "))),
+        )
+    } else if !missing.is_empty() || !unready.is_empty() || prev.operation.is_some() {
+        let why = if let Some(op) = &prev.operation {
+            format!("waiting for the {} Job {} to finish", format!("{:?}", op.kind).to_lowercase(), op.job)
+        } else {
+            format!(
+                "waiting for every server to be Ready ({} not)",
+                [missing.join(", "), unready.join(", ")].join(" ").trim()
+            )
+        };
+        (prev_rollout.map_or_else(|| "wait for a healthy cluster".to_owned(), |r| r.step.clone()), Some(why))
+    } else {
+        // Everything released is Ready on the new revision: release the next pod.
+        let mut next = observed_partition - 1;
+        while next >= 0 && f.observed.members.get(&next).is_some_and(&on_new) {
+            next -= 1;
+        }
+        if next == primary_ordinal {
+            let updated_replica = members
+                .iter()
+                .filter(|m| m.ordinal > next && m.ready && on_new(m) && m.name != c.primary)
+                .max_by_key(|m| m.ordinal);
+            let fallback = members.iter().filter(|m| m.ready && m.name != c.primary).min_by_key(|m| m.ordinal);
+            match updated_replica.or(fallback) {
+                Some(target) => {
+                    switchover_to = Some(target.name.to_owned());
+                    (format!("switchover {} to {}", c.primary, target.name), None)
+                }
+                None => ("switchover".to_owned(), Some("no Ready replica to hand the primary role to".to_owned())),
+            }
+        } else {
+            partition = next.max(0);
+            (format!("update {}", c.names.pod(partition)), None)
+        }
+    };
+    let step_started_at = prev_rollout.filter(|r| r.step == step).map_or(Time(f.now), |r| r.step_started_at.clone());
+    let overdue = f.now.as_second() - step_started_at.0.as_second() > STEP_TIMEOUT_SECONDS;
+    let from_version = prev.version.clone();
+    let record = |partition| RolloutStatus {
+        from_version: from_version.clone(),
+        to_version: c.version.clone(),
+        update_revision: update_revision.to_owned(),
+        partition,
+        updated: updated.clone(),
+        step: step.clone(),
+        step_started_at: step_started_at.clone(),
+    };
+    let progress = format!("{}/{n} servers on revision {update_revision}", updated.len());
+    if overdue && (waiting.is_some() || switchover_to.is_some()) {
+        return Plan {
+            partition: observed_partition,
+            switchover_to: None,
+            status: Some(record(observed_partition)),
+            version: prev.version.clone(),
+            verdict: verdict(
+                false,
+                "RolloutStuck",
+                format!(
+                    "step {step:?} has not finished in {STEP_TIMEOUT_SECONDS}s ({}); the rollout stopped and no other server is touched; it resumes when this clears, or revert the spec to roll back. {progress}",
+                    waiting.as_deref().unwrap_or("the switchover did not complete")
+                ),
+            ),
+            resync_after: Some(BUSY_SECONDS),
+        };
+    }
+    let message = match &waiting {
+        Some(w) => format!("{step}: {w}; {progress}"),
+        None => format!("{step}; {progress}"),
+    };
+    Plan {
+        partition,
+        switchover_to,
+        status: Some(record(partition)),
+        version: prev.version.clone(),
+        verdict: verdict(true, "Updating", message),
+        resync_after: Some(BUSY_SECONDS),
+    }
+}
