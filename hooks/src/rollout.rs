@@ -18,6 +18,9 @@
 //! to the lowest Ready replica, which later hands over again (two role changes;
 //! a partition cannot hold back a higher ordinal than a lower one).
 //!
+//! A single server has no one to hand over to: it is updated in place (a short
+//! outage, as any restart of it).
+//!
 //! A step (one pod's update, or the switchover) that has not finished after
 //! [`STEP_TIMEOUT_SECONDS`] stops the rollout: the `Progressing` condition turns
 //! False with reason `RolloutStuck` and no further pod is touched; it goes on by
@@ -190,7 +193,7 @@ pub fn plan(f: &Facts<'_>) -> Plan {
         while next >= 0 && f.observed.members.get(&next).is_some_and(&on_new) {
             next -= 1;
         }
-        if next == primary_ordinal {
+        if next == primary_ordinal && n > 1 {
             let updated_replica = members
                 .iter()
                 .filter(|m| m.ordinal > next && m.ready && on_new(m) && m.name != c.primary)
