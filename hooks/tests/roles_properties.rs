@@ -5,6 +5,8 @@
 //! - the replicas' EndpointSlices list only Ready pods, never the primary;
 //! - at most one role-change Job is emitted, and a running one is never replaced;
 //! - `status.primary` changes only after a succeeded Job that named a member;
+//! - a rollout never releases (lowers the partition past) the primary's pod while it
+//!   is still on the old revision, unless it is the only server;
 //! - the same input gives the same bytes, and feeding the status back settles
 //!   (no status that changes on every call).
 
@@ -60,6 +62,9 @@ struct Scenario {
     /// A handled request for this ordinal.
     handled: Option<i32>,
     operations_started: i32,
+    /// An observed StatefulSet: (partition, update revision is new), and per pod
+    /// whether it runs the new revision.
+    sts: Option<(i32, bool, Vec<bool>)>,
 }
 
 fn pod_state() -> impl Strategy<Value = Option<PodState>> {
@@ -81,6 +86,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     ];
     let outage = prop::option::of((prop::option::of(0_i64..60), 0_i32..4, prop::option::of(-30_i64..30)));
     let history = (job, result, outage, prop::option::of(0_i32..6), prop::option::of(0_i32..6), 0_i32..5);
+    let sts = (0_i32..6, any::<bool>(), prop::collection::vec(any::<bool>(), 5));
     (1_i32..=4)
         .prop_flat_map(move |replicas| {
             (
@@ -94,12 +100,14 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                     prop::option::of((any::<bool>(), 0_i32..6)),
                 ),
                 history.clone(),
+                prop::option::of(sts.clone()),
             )
         })
         .prop_map(
             |(
                 (replicas, primary, pods, enabled, grace, initialized, operation),
                 (job, result, outage, annotation, handled, operations_started),
+                sts,
             )| Scenario {
                 replicas,
                 primary,
@@ -114,6 +122,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 annotation,
                 handled,
                 operations_started,
+                sts,
             },
         )
 }
@@ -189,9 +198,11 @@ fn request(s: &Scenario) -> Value {
         if let Some(since) = p.since {
             conditions.push(json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }, "lastTransitionTime": at(-since)}));
         }
+        let revision = if s.sts.as_ref().is_some_and(|(_, _, on_new)| on_new[i]) { "db-new" } else { "db-old" };
         let mut meta = json!({
             "name": name, "namespace": "shop",
-            "labels": labels(&[("app.kubernetes.io/component", "database"), ("statefulset.kubernetes.io/pod-name", &name)]),
+            "labels": labels(&[("app.kubernetes.io/component", "database"), ("statefulset.kubernetes.io/pod-name", &name),
+                               ("controller-revision-hash", revision)]),
         });
         if p.terminating {
             meta["deletionTimestamp"] = json!(at(-1));
@@ -241,9 +252,21 @@ fn request(s: &Scenario) -> Value {
             );
         }
     }
+    let mut stateful_sets = serde_json::Map::new();
+    if let Some((partition, new_revision, _)) = &s.sts {
+        stateful_sets.insert(
+            "shop/db".to_owned(),
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
+                   "spec": {"selector": {}, "serviceName": "db-headless",
+                            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
+                            "template": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}}},
+                   "status": {"replicas": s.replicas, "currentRevision": "db-old",
+                              "updateRevision": if *new_revision { "db-new" } else { "db-old" }}}),
+        );
+    }
     json!({
         "parent": parent,
-        "children": {"Job.batch/v1": jobs},
+        "children": {"Job.batch/v1": jobs, "StatefulSet.apps/v1": stateful_sets},
         "related": {"Pod.v1": pods},
     })
 }
@@ -318,7 +341,13 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         prop_assert_eq!(&out["status"]["operation"], previous_op);
     }
     if !s.enabled && s.annotation.is_none() && !previous_op.is_object() {
-        prop_assert!(jobs.is_empty(), "a role change started with failover disabled and no request");
+        // Only a rollout may still hand the primary role over.
+        let reason = &out["status"]["operation"]["reason"];
+        prop_assert!(
+            jobs.is_empty() || reason == "Rollout",
+            "a role change ({}) started with failover disabled and no request",
+            reason
+        );
     }
     if let Some(op) = out["status"]["operation"].as_object() {
         prop_assert_eq!(jobs.len(), 1);
@@ -336,6 +365,27 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
                 prop_assert!(o < s.replicas);
             }
             _ => prop_assert!(false, "primary moved to {} without a result naming it", primary),
+        }
+    }
+
+    // A rollout never newly releases the primary's pod while it is on the old revision.
+    if let Some((observed_partition, new_revision, on_new)) = &s.sts
+        && s.replicas > 1
+        && s.initialized
+    {
+        let sts = children.iter().find(|c| c["kind"] == "StatefulSet").cloned().unwrap_or_default();
+        let partition = sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64().unwrap_or(-1);
+        let observed_partition = i64::from((*observed_partition).clamp(0, s.replicas));
+        for o in partition..observed_partition {
+            let idx = usize::try_from(o).unwrap_or(0);
+            let already = on_new[idx] == *new_revision; // the pod is on the update revision
+            prop_assert!(
+                already || (o != i64::from(s.primary) && format!("db-{o}") != primary),
+                "partition {} releases the primary db-{} (observed partition {})",
+                partition,
+                o,
+                observed_partition
+            );
         }
     }
 
