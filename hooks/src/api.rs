@@ -196,8 +196,8 @@ pub struct MySQLStatus {
     pub observed_generation: Option<i64>,
 
     /// Standard conditions: `Ready`, `Initialized`, `SpecAccepted`,
-    /// `SemiSyncProtected`, `AutomaticFailover` and, while a switchover is requested,
-    /// `Switchover`.
+    /// `SemiSyncProtected`, `AutomaticFailover`, `Progressing` (rollouts) and, while
+    /// a switchover is requested, `Switchover`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 

@@ -16,7 +16,9 @@
 //! in the sync that finishes one.
 //!
 //! [`failover`] decides when the primary has failed; [`switchover`] handles the
-//! `mysqlhook.dev/switchover-to` annotation.
+//! `mysqlhook.dev/switchover-to` annotation; [`crate::rollout`] may ask for a
+//! switchover before it updates the primary (operation reason `Rollout`), served
+//! after the other two and only when nothing else runs.
 
 pub mod failover;
 pub mod switchover;
