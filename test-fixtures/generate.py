@@ -248,6 +248,11 @@ def failover_scenarios(running, st, live):
     s1 = started["status"]
     write("sync", "failover-running", request(parent(status=s1), observed(started["children"]),
                                               related(*with_primary_down(), job_pod(job, "failover"))))
+    lost = copy.deepcopy(s1)
+    lost["operation"]["startedAt"] = "2026-11-29T11:54:00Z"
+    write("sync", "failover-job-never-appeared", request(
+        parent(status=lost), observed([c for c in started["children"] if c["kind"] != "Job"]),
+        related(*with_primary_down())))
     promoted = '{"result":"promoted","from":"db-0","fenced":false,"unreachable":["db-0"],"primary":"db-1","semiSync":true,"replicas":["db-2"],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042"}'
     write("sync", "failover-succeeded", request(
         parent(status=s1), observed(started["children"], {job: "succeeded"}),

@@ -61,6 +61,8 @@ const HISTORY: usize = 10;
 const BUSY_SECONDS: u32 = 10;
 /// How long a succeeded Job's pod (with the result) may take to be observed.
 const RESULT_WAIT_SECONDS: i64 = 120;
+/// How long a created Job may stay unobserved (rejected by the API server?).
+const JOB_APPEAR_SECONDS: i64 = 300;
 /// Job purposes that change roles.
 const PURPOSES: [&str; 2] = ["failover", "switchover"];
 
@@ -273,7 +275,14 @@ enum Progress {
 fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
     let job = job_for(input.cluster, op);
     let Some(observed) = input.observed.job(&op.job) else {
-        // Just created, or not yet in Metacontroller's cache: keep it.
+        // Just created, or not yet in Metacontroller's cache: keep it; but a Job the
+        // API server never accepted must not block every role change forever.
+        if now.as_second() - op.started_at.0.as_second() > JOB_APPEAR_SECONDS {
+            return Progress::Failed(
+                job,
+                format!("Job {} was not observed within {JOB_APPEAR_SECONDS}s of its creation", op.job),
+            );
+        }
         return Progress::Running(job);
     };
     match Observed::job_state(observed) {
