@@ -68,8 +68,11 @@ pub struct MySQLSpec {
 
     /// Extra `[mysqld]` options, `name: value`. Options the hook manages for
     /// replication safety (GTIDs, binary log, read-only, server id) are refused.
+    /// At most 64 options; the bounds keep the CEL rule within the API server's cost
+    /// budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-'), values are single lines"))]
+    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"type": "string", "maxLength": 1024}))]
+    #[x_kube(validation = Rule::new("self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-', at most 64), values are single lines"))]
     pub config: BTreeMap<String, String>,
 
     /// What deleting the `MySQL` does to the data: `Retain` (default) keeps the
@@ -120,6 +123,7 @@ pub struct StorageSpec {
     /// Size of each server's data volume, for example `10Gi`. Volumes cannot shrink
     /// and StatefulSet volume templates are immutable: a change after creation is
     /// reported, not applied.
+    #[x_kube(validation = Rule::new("type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))").message("storage.size must be a positive quantity, for example 10Gi"))]
     pub size: Quantity,
 
     /// StorageClass of the data volumes; the cluster default when unset.
