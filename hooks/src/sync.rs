@@ -125,7 +125,7 @@ fn status(
             bootstrap::INITIALIZED,
             false,
             "WaitingForPrimary",
-            format!("waiting for {} to be Ready", c.primary),
+            format!("waiting for the pod {} to be created", c.primary),
         ),
         Bootstrap::Running(_) => conditions.set(
             bootstrap::INITIALIZED,
