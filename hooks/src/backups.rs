@@ -112,10 +112,8 @@ pub fn scheduled_status(
         (None, k) => k,
     };
     let last = newer(records.last(), remembered.last);
-    let last_succeeded = newer(
-        records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)),
-        remembered.last_succeeded,
-    );
+    let last_succeeded =
+        newer(records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)), remembered.last_succeeded);
     let status = BackupStatus { last, last_succeeded, final_backup: remembered.final_backup };
     (status != BackupStatus::default()).then_some(status)
 }

@@ -204,3 +204,66 @@ pub fn pods_by_job<'a>(
 pub fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
     pod.metadata.labels.as_ref().and_then(|l| l.get(key)).is_some_and(|v| v == value)
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerState, ContainerStateTerminated, ContainerStatus, PodSpec, PodStatus,
+    };
+
+    use super::*;
+
+    fn pod(phase: &str, init: Option<(i32, &str)>, main: Option<(i32, &str)>) -> Pod {
+        let status = |name: &str, (code, msg): (i32, &str)| ContainerStatus {
+            name: name.to_owned(),
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: code,
+                    message: Some(msg.to_owned()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container { name: "upload".to_owned(), ..Default::default() }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(phase.to_owned()),
+                init_container_statuses: init.map(|i| vec![status("backup", i)]),
+                container_statuses: main.map(|m| vec![status("upload", m)]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_last_container_carries_the_result() {
+        let line = r#"{"result":"backed-up","location":"/backup/x","bytes":42,"source":"db-1","gtid":"g"}"#;
+        let p = pod("Succeeded", Some((0, line)), Some((0, line)));
+        let PodOutcome::Succeeded(r, _) = pod_outcome(&p) else { panic!("not succeeded") };
+        assert_eq!((r.bytes, r.source.as_deref()), (Some(42), Some("db-1")));
+    }
+
+    #[test]
+    fn a_failed_init_container_is_the_reason() {
+        let err = r#"{"result":"error","reason":"no-source","message":"nobody answers"}"#;
+        let p = pod("Failed", Some((1, err)), None);
+        let PodOutcome::Failed(r, _) = pod_outcome(&p) else { panic!("not failed") };
+        assert_eq!(r.explain(), "no-source: nobody answers");
+        // Only more failures than the backoff limit fail a CronJob's Job.
+        assert_eq!(outcome_from_pods(&[&p], 2), Outcome::Running);
+        assert!(matches!(outcome_from_pods(&[&p, &p, &p], 2), Outcome::Failed(..)));
+    }
+
+    #[test]
+    fn a_log_tail_is_kept_as_the_message() {
+        let r = ScriptResult::parse("bash: line 3: aws: command not found");
+        assert_eq!(r.result, "error");
+        assert_eq!(r.explain(), "bash: line 3: aws: command not found");
+    }
+}

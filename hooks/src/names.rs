@@ -132,6 +132,9 @@ mod tests {
         assert!(a.primary.ends_with("-primary"));
         assert_ne!(a.stateful_set, b.stateful_set);
         assert!(a.job("failover", "12345").len() <= 63);
+        // A CronJob's Jobs append `-<minutes since the epoch>` (8 digits until 2160).
+        assert!(a.cron_job("backup").len() + 9 <= 63);
+        assert_eq!(Names::new("db").cron_job("backup"), "db-backup");
     }
 
     #[test]

@@ -389,3 +389,30 @@ s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BACKUP_NAME/" || fail d
 const DOWNLOAD_BINLOGS: &str = r#"src="s3://$S3_BUCKET/$S3_PREFIX/$BINLOGS_NAME/"
 s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BINLOGS_NAME/" || fail download-failed "copying $src failed"
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::PvcTarget;
+
+    #[test]
+    fn prefixes_default_to_the_cluster_and_locations_name_the_store() {
+        let pvc = BackupStorage {
+            persistent_volume_claim: Some(PvcTarget { claim_name: "b".to_owned(), prefix: None }),
+            s3: None,
+        };
+        assert_eq!(location(&resolve(&pvc, "db"), "db-backup-1"), "pvc://b/db/db-backup-1");
+        let s3 = BackupStorage {
+            persistent_volume_claim: None,
+            s3: Some(S3Target {
+                endpoint: None,
+                bucket: "bk".to_owned(),
+                prefix: Some("shop/db".to_owned()),
+                region: None,
+                credentials_secret: "s".to_owned(),
+                image: None,
+            }),
+        };
+        assert_eq!(location(&resolve(&s3, "db"), "x"), "s3://bk/shop/db/x");
+    }
+}
