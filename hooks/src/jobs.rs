@@ -8,10 +8,19 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
+use k8s_openapi::{
+    api::{batch::v1::Job, core::v1::Pod},
+    jiff::Timestamp,
+};
 use serde::Deserialize;
 
 use crate::observed::{JobState, Observed};
+
+/// A time as Kubernetes writes it: RFC 3339, whole seconds, UTC.
+#[must_use]
+pub fn seconds(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
 
 /// The fields of a script result line the hook reads.
 #[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
@@ -69,7 +78,7 @@ pub fn pod_outcome(pod: &Pod) -> PodOutcome {
     let mut last_ok = None;
     for s in statuses {
         let Some(t) = s.state.as_ref().and_then(|st| st.terminated.as_ref()) else { continue };
-        let at = t.finished_at.as_ref().map(|t| t.0.to_string());
+        let at = t.finished_at.as_ref().map(|t| seconds(t.0));
         let result = ScriptResult::parse(t.message.as_deref().unwrap_or_default());
         if t.exit_code != 0 {
             let result = if t.message.as_deref().is_none_or(str::is_empty) {
@@ -139,7 +148,7 @@ pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
             Outcome::Succeeded(r, at) => Outcome::Succeeded(r, at),
             _ => Outcome::Succeeded(
                 ScriptResult::default(),
-                job.status.as_ref().and_then(|s| s.completion_time.as_ref()).map(|t| t.0.to_string()),
+                job.status.as_ref().and_then(|s| s.completion_time.as_ref()).map(|t| seconds(t.0)),
             ),
         },
         JobState::Failed => {
@@ -149,7 +158,7 @@ pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
                 .and_then(|s| s.conditions.as_ref())
                 .and_then(|c| c.iter().find(|c| c.type_ == "Failed"))
                 .and_then(|c| c.last_transition_time.as_ref())
-                .map(|t| t.0.to_string());
+                .map(|t| seconds(t.0));
             let newest_failure = pods
                 .iter()
                 .filter_map(|p| match pod_outcome(p) {
@@ -258,6 +267,12 @@ mod tests {
         // Only more failures than the backoff limit fail a CronJob's Job.
         assert_eq!(outcome_from_pods(&[&p], 2), Outcome::Running);
         assert!(matches!(outcome_from_pods(&[&p, &p, &p], 2), Outcome::Failed(..)));
+    }
+
+    #[test]
+    fn times_are_whole_seconds_in_utc() {
+        let t: Timestamp = "2026-11-29T12:00:00.568587904Z".parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seconds(t), "2026-11-29T12:00:00Z");
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         .collect();
     let by_job = jobs::pods_by_job(own_pods.into_iter(), |_| true);
     let mut status = MySQLBackupStatus {
-        start_time: previous.start_time.clone().or_else(|| Some(ctx.now.to_string())),
+        start_time: previous.start_time.clone().or_else(|| Some(jobs::seconds(ctx.now))),
         name: Some(job_name.clone()),
         location: Some(backup::location(&storage, &job_name)),
         storage: Some(storage.clone()),
@@ -160,7 +160,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         }
         Outcome::Succeeded(result, at) => {
             status.phase = Some(BackupPhase::Succeeded);
-            status.completion_time = result.finished_at.clone().or(at).or_else(|| Some(ctx.now.to_string()));
+            status.completion_time = result.finished_at.clone().or(at).or_else(|| Some(jobs::seconds(ctx.now)));
             status.bytes = result.bytes;
             status.source = result.source;
             status.gtid = result.gtid;
@@ -168,7 +168,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         }
         Outcome::Failed(result, at) => {
             status.phase = Some(BackupPhase::Failed);
-            status.completion_time = at.or_else(|| Some(ctx.now.to_string()));
+            status.completion_time = at.or_else(|| Some(jobs::seconds(ctx.now)));
             status.source = result.source.clone();
             status.message = Some(format!("Job {job_name} failed: {}", result.explain()));
         }
@@ -191,7 +191,7 @@ fn pending(previous: MySQLBackupStatus, message: String) -> MySQLBackupStatus {
 fn finished(previous: MySQLBackupStatus, phase: BackupPhase, ctx: &Context, message: String) -> MySQLBackupStatus {
     MySQLBackupStatus {
         phase: Some(phase),
-        completion_time: previous.completion_time.clone().or_else(|| Some(ctx.now.to_string())),
+        completion_time: previous.completion_time.clone().or_else(|| Some(jobs::seconds(ctx.now))),
         message: Some(message),
         ..previous
     }
