@@ -511,6 +511,8 @@ def backup_scenarios(running, st, live, deleting):
         err = json.dumps({"result": "error", "reason": "exists", "message": f"/backups/db/{bname} exists but is incomplete (no result.json); remove it first"}, separators=(",", ":"))
         write("backup-sync", "failed", backup_request(running_b, observed_job("failed"), [backup_cluster],
                                                       pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 1, err)], "Failed")]))
+        write("backup-sync", "cluster-deleted-during-backup", backup_request(running_b, observed_job("running"), [],
+                                                                             [script_pod(bname, blabels, [("backup", None, None)], "Running")]))
         sb = response_of("backup-sync", "succeeded")
         if sb is not None:
             write("backup-sync", "succeeded-kept", backup_request(mysql_backup(status=sb["status"]), observed_job("succeeded"), [backup_cluster], pods([True, True, True])))

@@ -61,6 +61,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     });
     let terminal = matches!(previous.phase, Some(BackupPhase::Succeeded | BackupPhase::Failed));
 
+    let kept = observed_job.map(keep);
     let Some(mysql) = mysql else {
         let status = if terminal {
             previous
@@ -69,15 +70,22 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         } else {
             pending(previous, format!("waiting for MySQL {cluster_name} in namespace {namespace}"))
         };
-        return Ok(answer(status, None));
+        return Ok(answer(status, kept));
     };
     let Some((_, storage)) = backups::settings(mysql) else {
         let status = if terminal {
             previous
+        } else if observed_job.is_some() {
+            finished(
+                previous,
+                BackupPhase::Failed,
+                ctx,
+                format!("MySQL {cluster_name} lost its spec.backup.storage during the backup"),
+            )
         } else {
             pending(previous, format!("MySQL {cluster_name} has no spec.backup.storage to write to"))
         };
-        return Ok(answer(status, None));
+        return Ok(answer(status, kept));
     };
     let initialized = mysql
         .status
@@ -133,7 +141,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
 
     if terminal {
         // Kept while it exists (its logs), never created again.
-        return Ok(answer(previous, observed_job.map(|_| job)));
+        return Ok(answer(previous, kept));
     }
     let own_pods: Vec<&Pod> = request
         .related
@@ -174,6 +182,26 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         }
     }
     Ok(answer(status, Some(job)))
+}
+
+/// An observed Job, emitted again as it is (name, labels, spec) so that it is
+/// not deleted with its logs: Jobs are never updated (`OnDelete`), so only its
+/// identity matters, and the cluster it was built from may be gone.
+fn keep(job: &Job) -> Job {
+    Job {
+        metadata: meta(
+            job.metadata.name.as_deref().unwrap_or_default(),
+            job.metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| k != "controller-uid")
+                .collect(),
+        ),
+        spec: job.spec.clone(),
+        ..Default::default()
+    }
 }
 
 fn identity(parent: &MySQLBackup) -> Result<(&str, &str, &str)> {
