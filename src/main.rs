@@ -35,7 +35,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
     let seed = secret_seed(args)?;
     let state = web::Data::new(State::new(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes));
     let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
-    tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize");
+    tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize, /backup/sync, /backup/customize");
     actix_web::rt::System::new()
         .block_on(async move {
             HttpServer::new(move || App::new().wrap(TracingLogger::default()).configure(app::configure(state.clone())))

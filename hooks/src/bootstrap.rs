@@ -29,6 +29,8 @@ pub enum Bootstrap {
     Done,
     /// Waiting for the primary pod to exist.
     WaitingForPrimary,
+    /// Waiting for `spec.restore` to finish on every server (see [`crate::restore`]).
+    WaitingForRestore,
     /// The Job exists (or is being created) and has not finished.
     Running(Box<Job>),
     /// The Job succeeded in this sync.
@@ -43,7 +45,7 @@ impl Bootstrap {
     pub fn job(&self) -> Option<&Job> {
         match self {
             Self::Running(j) | Self::Succeeded(j, _) | Self::Failed(j, _) => Some(j),
-            Self::Done | Self::WaitingForPrimary => None,
+            Self::Done | Self::WaitingForPrimary | Self::WaitingForRestore => None,
         }
     }
 

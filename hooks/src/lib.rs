@@ -14,9 +14,13 @@
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
 //! - [`build`]: one builder per child kind;
 //! - [`bootstrap`]: making the first primary writable;
-//! - [`sync`], [`finalize`], [`customize`]: the three hooks.
+//! - [`sync`], [`finalize`], [`customize`]: the three hooks of `MySQL`;
+//! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
+//!   and reading what backup and restore Jobs report;
+//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
 
 pub mod api;
+pub mod backups;
 pub mod bootstrap;
 pub mod build;
 pub mod conditions;
@@ -24,13 +28,16 @@ pub mod credentials;
 pub mod customize;
 pub mod error;
 pub mod finalize;
+pub mod jobs;
 pub mod labels;
 pub mod metacontroller;
 pub mod model;
 pub mod mycnf;
+pub mod mysqlbackup;
 pub mod names;
 pub mod observed;
 pub mod quantity;
+pub mod restore;
 pub mod scripts;
 pub mod sync;
 
