@@ -384,16 +384,22 @@ def backup_scenarios(running, st, live, deleting):
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
-        ok = script_pod("db-backup-29406420", cluster_job_labels("backup"), [("backup", 0, backed_up("db-backup-29406420"))],
+        ok = script_pod("db-backup-29932020", cluster_job_labels("backup"), [("backup", 0, backed_up("db-backup-29932020"))],
                         "Succeeded", finished="2026-11-29T03:00:43Z")
         write("sync", "backup-last-succeeded", request(parent(status=cron["status"], backup=PVC_BACKUP), cron_live,
                                                         related(*pods([True, True, True]), ok)))
+        # A run stopped at its deadline: its pods are gone, the CronJob's status tells.
+        deadline_live = copy.deepcopy(cron_live)
+        deadline_live["CronJob.batch/v1"]["shop/db-backup"]["status"] = {
+            "lastScheduleTime": "2026-11-29T03:00:00Z", "lastSuccessfulTime": "2026-11-28T03:00:44Z"}
+        write("sync", "backup-deadline-exceeded", request(parent(status=cron["status"], backup=PVC_BACKUP), deadline_live,
+                                                           related(*pods([True, True, True]))))
         done = response_of("sync", "backup-last-succeeded")
         if done is not None:
             err = json.dumps({"result": "error", "reason": "no-source",
                               "message": "no healthy replica and primary 'db-0' does not answer"}, separators=(",", ":"))
-            failed = [script_pod("db-backup-29407860", cluster_job_labels("backup"), [("backup", 1, err)], "Failed",
-                                 name_suffix=s, finished="2026-11-30T03:0%d:10Z" % i)
+            failed = [script_pod("db-backup-29932500", cluster_job_labels("backup"), [("backup", 1, err)], "Failed",
+                                 name_suffix=s, finished="2026-11-29T11:0%d:10Z" % i)
                       for i, s in enumerate(["a1b2c", "d3e4f", "g5h6i"])]
             # The succeeded Job's pods are gone (CronJob history); status remembers it.
             write("sync", "backup-last-failed", request(parent(status=done["status"], backup=PVC_BACKUP), cron_live,
@@ -450,7 +456,7 @@ def backup_scenarios(running, st, live, deleting):
                                      '{"result":"bootstrapped","primary":"db-0","semiSync":true}')), nightly)))
     s3_restore = {"storage": {"s3": {"bucket": "db-backups", "prefix": "shop/db", "credentialsSecret": "backup-s3",
                                      "endpoint": "https://minio.storage.svc:9000"}},
-                  "name": "db-backup-29406420", "pointInTime": "2026-11-29T11:30:00Z", "binlogsFrom": "db-backup-29407860"}
+                  "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
                                                   related(*pods([True, False, False]))))

@@ -91,6 +91,7 @@ pub fn record(name: &str, storage: &BackupStorage, outcome: &Outcome) -> Option<
 pub fn scheduled_status(
     parent: &MySQL,
     c: &Cluster,
+    cron_job: Option<&CronJob>,
     pods: &[&Pod],
     previous: Option<&BackupStatus>,
 ) -> Option<BackupStatus> {
@@ -101,10 +102,24 @@ pub fn scheduled_status(
     let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
         jobs::has_label(p, labels::JOB_PURPOSE, SCHEDULED) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
     });
+    let failed_run = cron_job.and_then(|cj| failed_run(cj, &c.names.cron_job("backup")));
     let mut records: Vec<BackupRecord> = by_job
         .iter()
-        .filter_map(|(job, pods)| record(job, &storage, &jobs::outcome_from_pods(pods, backup::BACKOFF_LIMIT)))
+        .filter_map(|(job, pods)| {
+            let mut outcome = jobs::outcome_from_pods(pods, backup::BACKOFF_LIMIT);
+            if let (Outcome::Running, Some((failed, at))) = (&outcome, &failed_run) {
+                if failed == job {
+                    outcome = Outcome::Failed(ended_without_result(), Some(at.clone()));
+                }
+            }
+            record(job, &storage, &outcome)
+        })
         .collect();
+    if let Some((job, at)) = &failed_run {
+        if !by_job.contains_key(job.as_str()) {
+            records.extend(record(job, &storage, &Outcome::Failed(ended_without_result(), Some(at.clone()))));
+        }
+    }
     records.sort_by(|a, b| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
     let newer = |candidate: Option<&BackupRecord>, kept: Option<BackupRecord>| match (candidate, kept) {
         (Some(n), Some(k)) if (&k.time, &k.name) > (&n.time, &n.name) => Some(k),
@@ -116,6 +131,31 @@ pub fn scheduled_status(
         newer(records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)), remembered.last_succeeded);
     let status = BackupStatus { last, last_succeeded, final_backup: remembered.final_backup };
     (status != BackupStatus::default()).then_some(status)
+}
+
+/// The CronJob's last scheduled run, when the CronJob says it ended without
+/// success (no active Job, and `lastScheduleTime` after `lastSuccessfulTime`): its
+/// Job name (`<cronjob>-<minutes since the epoch>`) and scheduled time. This
+/// catches runs whose pods say nothing, such as a Job stopped at its deadline.
+fn failed_run(cron_job: &CronJob, name: &str) -> Option<(String, String)> {
+    let st = cron_job.status.as_ref()?;
+    if st.active.as_ref().is_some_and(|a| !a.is_empty()) {
+        return None;
+    }
+    let scheduled = st.last_schedule_time.as_ref()?.0;
+    if st.last_successful_time.as_ref().is_some_and(|t| t.0 >= scheduled) {
+        return None;
+    }
+    Some((format!("{name}-{}", scheduled.as_second().div_euclid(60)), jobs::seconds(scheduled)))
+}
+
+fn ended_without_result() -> ScriptResult {
+    ScriptResult {
+        result: "error".to_owned(),
+        reason: Some("JobFailed".to_owned()),
+        message: Some("the Job ended without success (deadline exceeded, or its pods are gone)".to_owned()),
+        ..ScriptResult::default()
+    }
 }
 
 /// The final backup's Job name, `<name>-final-backup-<suffix>`.

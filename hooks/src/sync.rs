@@ -216,7 +216,12 @@ fn add_backup_status(
     restore: &Restore,
     ctx: &Context,
 ) {
-    status.backup = backups::scheduled_status(&request.parent, c, pods, previous.backup.as_ref());
+    let cron_job = request
+        .children
+        .cron_jobs
+        .values()
+        .find(|j| j.metadata.name.as_deref() == Some(c.names.cron_job("backup").as_str()));
+    status.backup = backups::scheduled_status(&request.parent, c, cron_job, pods, previous.backup.as_ref());
     status.restore.clone_from(&restore.status);
     let mut extra = Conditions::new(&previous.conditions, ctx.now);
     if let Some(last) = status.backup.as_ref().and_then(|b| b.last.as_ref()) {
