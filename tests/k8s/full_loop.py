@@ -606,7 +606,17 @@ def no_churn(loop: Loop) -> None:
     if churn:
         raise StepFailed("objects changed while the Running cluster was being resynced "
                          "(an update on every sync):\n    " + "\n    ".join(churn))
-    say("no child and no MySQL status was rewritten")
+    # Self-check: the watches were live, so the stillness is real. Touch a child
+    # (an annotation Metacontroller's 3-way merge leaves alone) and see it arrive.
+    probe = time.monotonic()
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}-headless",
+                     {"metadata": {"annotations": {"full-loop/probe": str(probe)}}},
+                     content_type="application/merge-patch+json")
+    loop.wait("the services watch to report the probe annotation",
+              lambda: [o for _, typ, o in loop.watchers["services"].since(probe)
+                       if (o["metadata"].get("annotations") or {}).get("full-loop/probe") == str(probe)],
+              timeout=10)
+    say("no child and no MySQL status was rewritten (watches verified live by a probe edit)")
 
 
 def no_warning_events(loop: Loop) -> None:
