@@ -393,6 +393,12 @@ class Cluster:
         except Exception:  # noqa: BLE001
             pass
 
+    def spawn(self, name: str, argv: list[str]) -> None:
+        """Starts another component (controller-manager, Metacontroller, ...) that is
+        stopped with the cluster, before the API server (reverse start order). Its
+        output goes to <tmp>/<name>.log (see log_tail and MYSQL_HOOK_K8S_LOGS)."""
+        self._spawn(name, argv)
+
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self.tmp is not None
         logf = open(self.tmp / f"{name}.log", "wb")
