@@ -130,12 +130,13 @@ fn status(
     };
     conditions.set("Ready", phase == Phase::Running, reason, message);
     match bootstrap {
-        Bootstrap::Done => conditions.set(
-            bootstrap::INITIALIZED,
-            true,
-            "Bootstrapped",
-            format!("{} was bootstrapped as the first primary", c.primary),
-        ),
+        // The Job that did it is gone, and the primary may have moved since: keep
+        // the condition exactly as it was written when bootstrap succeeded.
+        Bootstrap::Done => {
+            if !conditions.keep(bootstrap::INITIALIZED) {
+                conditions.set(bootstrap::INITIALIZED, true, "Bootstrapped", "the first primary was bootstrapped");
+            }
+        }
         Bootstrap::Succeeded(_, result) => conditions.set(
             bootstrap::INITIALIZED,
             true,
