@@ -48,6 +48,8 @@ pub fn configure(state: web::Data<State>) -> impl FnOnce(&mut web::ServiceConfig
             .route("/sync", web::post().to(sync))
             .route("/finalize", web::post().to(finalize))
             .route("/customize", web::post().to(customize))
+            .route("/backup/sync", web::post().to(backup_sync))
+            .route("/backup/customize", web::post().to(backup_customize))
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(healthz))
             .route("/metrics", web::get().to(metrics));
@@ -64,6 +66,18 @@ async fn finalize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -
 
 async fn customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
     handle(&req, &body, &state, "customize", |r: &hooks::metacontroller::CustomizeRequest, _| hooks::customize(r))
+}
+
+async fn backup_sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+    handle(&req, &body, &state, "backup_sync", |r: &hooks::metacontroller::BackupSyncRequest, ctx| {
+        hooks::mysqlbackup::sync(r, ctx)
+    })
+}
+
+async fn backup_customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+    handle(&req, &body, &state, "backup_customize", |r: &hooks::metacontroller::BackupCustomizeRequest, _| {
+        hooks::mysqlbackup::customize(r)
+    })
 }
 
 async fn healthz() -> HttpResponse {

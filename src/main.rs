@@ -1,6 +1,6 @@
 //! `mysql-hook`: serve the hooks, or print the CRDs.
 
-use std::{fs, io::Write as _, process::ExitCode, sync::Arc};
+use std::{fs, io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
 use actix_web::{App, HttpServer, web};
 use clap::Parser;
@@ -30,16 +30,25 @@ fn print_crds() -> Result<(), String> {
     std::io::stdout().write_all(yaml.as_bytes()).map_err(|e| e.to_string())
 }
 
+/// How long an idle keep-alive connection stays open. Metacontroller's webhook
+/// client uses Go's default transport, which keeps idle connections for 90 s and
+/// does not retry a POST whose pooled connection the server has just closed: with
+/// actix's default of 5 s, a sync sent about 5 s after the previous one raced the
+/// server's close and failed with `Post "http://.../sync": EOF` (seen in the full
+/// loop). Outlasting the client's idle timeout lets the client always close first.
+const KEEP_ALIVE: Duration = Duration::from_secs(120);
+
 fn serve(args: &ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
     let seed = secret_seed(args)?;
     let state = web::Data::new(State::new(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes));
     let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
-    tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize");
+    tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize, /backup/sync, /backup/customize");
     actix_web::rt::System::new()
         .block_on(async move {
             HttpServer::new(move || App::new().wrap(TracingLogger::default()).configure(app::configure(state.clone())))
                 .workers(workers)
+                .keep_alive(KEEP_ALIVE)
                 .shutdown_timeout(25)
                 .bind(args.listen)?
                 .run()

@@ -27,7 +27,7 @@ async fn every_fixture_matches_its_golden_answer() {
     for (hook, dir) in &dirs {
         let body = fs::read(dir.join("request.json")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let req = test::TestRequest::post()
-            .uri(&format!("/{hook}"))
+            .uri(&common::hook_path(hook))
             .insert_header(("content-type", "application/json"))
             .set_payload(body.clone())
             .to_request();

@@ -210,7 +210,7 @@ sql_set_writable() {
 }
 
 # Identity used as the origin part of this server's own GTIDs.
-# MySQL: server_uuid (RM 19.1.6.1, sysvar_server_uuid).
+# MySQL: server_uuid (RM 19.1.6, replication-options.html#sysvar_server_uuid).
 # MariaDB: server_id (domain-server_id-seq GTIDs).
 sql_server_identity() {
   case $FLAVOR in
@@ -241,7 +241,7 @@ sql_gtid_position() {
 
 # Executed plus already received (in the relay log, not yet applied).
 # MySQL: gtid_executed UNION performance_schema.replication_connection_status.
-#   RECEIVED_TRANSACTION_SET (RM 29.12.11.11); a union of GTID sets is their
+#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13); a union of GTID sets is their
 #   comma-joined text (RM 14.18.2).
 # MariaDB: per domain the furthest of gtid_current_pos and the IO thread's
 #   Gtid_IO_Pos (SHOW SLAVE STATUS).
@@ -590,7 +590,7 @@ sql_user_schemas() {
     ORDER BY schema_name"
 }
 # Binary log files present on POD, oldest first (name<TAB>size).
-# MySQL: SHOW BINARY LOGS (RM 15.7.7.2). MariaDB: SHOW BINARY LOGS.
+# MySQL: SHOW BINARY LOGS (RM page show-binary-logs.html). MariaDB: SHOW BINARY LOGS.
 sql_binlog_files() { sql "$1" "SHOW BINARY LOGS" | while IFS=$'\t' read -r f s _; do printf '%s\t%s\n' "$f" "$s"; done; }
 
 # ================================================================ client tools
@@ -599,7 +599,7 @@ sql_binlog_files() { sql "$1" "SHOW BINARY LOGS" | while IFS=$'\t' read -r f s _
 # MySQL: mysqldump (RM 6.5.4) --single-transaction --source-data=2
 #   --set-gtid-purged=ON (writes SET @@GLOBAL.GTID_PURGED and SQL_LOG_BIN=0).
 # MariaDB: mariadb-dump --single-transaction --master-data=2 --gtid (writes a
-#   commented "SET GLOBAL gtid_slave_pos='...'").
+#   commented "SET GLOBAL gtid_slave_pos='...'", near the end of the file).
 dump_cmd() {
   local pod=$1 out=$2; shift 2
   local -a common=(--defaults-extra-file="$CNF" --protocol=TCP -h "$(pod_host "$pod")"
@@ -629,7 +629,7 @@ dump_gtid() {
           fi
         fi ;;
     esac
-  done < <(head -n 400 "$1")
+  done < <(head -n 400 "$1"; tail -n 200 "$1")   # mariadb-dump 10.11 writes it at the end
   return 0
 }
 # binlog_fetch POD DIR FIRST_FILE: copy binary logs FIRST_FILE..last from POD.
@@ -694,5 +694,5 @@ sql_set_restored_position() {
   esac
 }
 # Statement that keeps a session's own writes out of the binary log.
-# MySQL: SET SESSION sql_log_bin (RM 7.1.8, sysvar_sql_log_bin). MariaDB: same.
+# MySQL: SET SESSION sql_log_bin (RM 19.1.6.4, sysvar_sql_log_bin). MariaDB: same.
 SQL_NO_BINLOG="SET SESSION sql_log_bin=0;"

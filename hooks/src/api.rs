@@ -71,8 +71,11 @@ pub struct MySQLSpec {
 
     /// Extra `[mysqld]` options, `name: value`. Options the hook manages for
     /// replication safety (GTIDs, binary log, read-only, server id) are refused.
+    /// At most 64 options; the bounds keep the CEL rule within the API server's cost
+    /// budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[x_kube(validation = Rule::new("self.all(k, k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-'), values are single lines"))]
+    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"type": "string", "maxLength": 1024}))]
+    #[x_kube(validation = Rule::new("self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-', at most 64), values are single lines"))]
     pub config: BTreeMap<String, String>,
 
     /// What deleting the `MySQL` does to the data: `Retain` (default) keeps the
@@ -90,6 +93,17 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret_name: Option<String>,
+
+    /// Where backups go, and an optional schedule. Needed by `MySQLBackup`s of this
+    /// cluster and by `deletionPolicy: Backup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupSpec>,
+
+    /// Start the new cluster from a backup. Only read while the cluster has not yet
+    /// been initialized; immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("restore is immutable"))]
+    pub restore: Option<RestoreSpec>,
 }
 
 fn default_replicas() -> i32 {
@@ -123,6 +137,7 @@ pub struct StorageSpec {
     /// Size of each server's data volume, for example `10Gi`. Volumes cannot shrink
     /// and StatefulSet volume templates are immutable: a change after creation is
     /// reported, not applied.
+    #[x_kube(validation = Rule::new("type(self) == int ? self > 0 : (isQuantity(self) && quantity(self).isGreaterThan(quantity('0')))").message("storage.size must be a positive quantity, for example 10Gi"))]
     pub size: Quantity,
 
     /// StorageClass of the data volumes; the cluster default when unset.
@@ -196,8 +211,9 @@ pub struct MySQLStatus {
     pub observed_generation: Option<i64>,
 
     /// Standard conditions: `Ready`, `Initialized`, `SpecAccepted`,
-    /// `SemiSyncProtected`, `AutomaticFailover`, `Progressing` (rollouts) and, while
-    /// a switchover is requested, `Switchover`.
+    /// `SemiSyncProtected`, `BackupSucceeded`, `Restored`, `Deleting`,
+    /// `AutomaticFailover`, `Progressing` (rollouts) and, while a switchover is
+    /// requested, `Switchover`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 
@@ -232,6 +248,14 @@ pub struct MySQLStatus {
     /// one runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+
+    /// The newest scheduled and final backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
+
+    /// Progress of `spec.restore`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreStatus>,
 }
 
 /// An ordered rollout: replicas one at a time, then a switchover, then the old
@@ -379,10 +403,276 @@ pub enum Phase {
     Failed,
 }
 
+// ---------------------------------------------------------------- backups
+
+/// Backups of one cluster: where they are stored, when they run, how many are kept.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSpec {
+    /// When scheduled backups run, in cron syntax, in UTC (for example `0 3 * * *`).
+    /// Without a schedule only `MySQLBackup`s and the final backup use the storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+\s+\S+\s+\S+\s+\S+\s+\S+)$"
+    ))]
+    pub schedule: Option<String>,
+
+    /// Where the backups are written.
+    pub storage: BackupStorage,
+
+    /// How many scheduled backups to keep; older ones are removed after each
+    /// successful scheduled backup. `MySQLBackup`s and final backups are never removed.
+    #[serde(default = "default_keep")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub keep: i32,
+}
+
+fn default_keep() -> i32 {
+    7
+}
+
+/// A backup store: exactly one of a PersistentVolumeClaim or an S3-compatible bucket.
+/// A backup named `<name>` lives in the folder `<prefix>/<name>/`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.persistentVolumeClaim) != has(self.s3)").message("set exactly one of persistentVolumeClaim and s3"))]
+pub struct BackupStorage {
+    /// An existing ReadWriteMany (or, for a single node, ReadWriteOnce) claim in the
+    /// cluster's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistent_volume_claim: Option<PvcTarget>,
+
+    /// An S3-compatible bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Target>,
+}
+
+/// Backups on a PersistentVolumeClaim.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PvcTarget {
+    #[schemars(length(min = 1, max = 253))]
+    pub claim_name: String,
+
+    /// Folder inside the volume; default: the cluster's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"))]
+    pub prefix: Option<String>,
+}
+
+/// Backups in an S3-compatible bucket. The server image has no S3 client: the
+/// backup is written to a scratch volume by the server image and uploaded by a
+/// second container running `image`, which must provide `sh` and the AWS CLI v2.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct S3Target {
+    /// Endpoint URL of a non-AWS store (for example `https://minio.storage:9000`);
+    /// unset for AWS S3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^https?://[^\s'\x22]+$"))]
+    pub endpoint: Option<String>,
+
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"))]
+    pub bucket: String,
+
+    /// Key prefix (a folder); default: the cluster's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"))]
+    pub prefix: Option<String>,
+
+    /// Region; default `us-east-1` (what most S3-compatible stores expect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9-]+$"))]
+    pub region: Option<String>,
+
+    /// A Secret in the cluster's namespace with keys `AWS_ACCESS_KEY_ID` and
+    /// `AWS_SECRET_ACCESS_KEY`.
+    #[schemars(length(min = 1, max = 253))]
+    pub credentials_secret: String,
+
+    /// The uploader image: `sh` plus the AWS CLI v2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+}
+
+/// Where a new cluster's data comes from.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.backup) ? !has(self.storage) && !has(self.name) : has(self.storage) && has(self.name)").message("set either backup (a MySQLBackup) or storage and name"))]
+pub struct RestoreSpec {
+    /// A succeeded `MySQLBackup` in this namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub backup: Option<String>,
+
+    /// The store holding the backup named `name` (the folder `<prefix>/<name>`; the
+    /// prefix defaults to this cluster's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<BackupStorage>,
+
+    /// The backup's name: its folder in the store, as reported in `location`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    pub name: Option<String>,
+
+    /// Replay the binary logs up to (not including) this second, UTC, for example
+    /// `2026-11-29T11:30:00Z`. Without it the backup is restored as taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"))]
+    pub point_in_time: Option<String>,
+
+    /// A later backup in the same store whose binary logs cover `pointInTime`
+    /// (every backup carries the binary logs up to its own moment). Default: the
+    /// restored backup itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    pub binlogs_from: Option<String>,
+}
+
+/// Progress of a backup or a restore.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackupPhase {
+    /// Waiting for something (the cluster, the source backup, a pod).
+    Pending,
+    /// The Job runs.
+    Running,
+    Succeeded,
+    /// The Job failed; it is kept for its logs. Deleting it retries.
+    Failed,
+}
+
+/// One finished backup, as its Job reported it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupRecord {
+    /// The backup's name: its folder in the store and its Job's name.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<BackupPhase>,
+    /// When the backup finished (or failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// `pvc://<claim>/<prefix>/<name>` or `s3://<bucket>/<prefix>/<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Size of the dump and binary logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// The server the backup was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The GTID position of the dump.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Backups of a cluster, as observed from their Jobs' pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupStatus {
+    /// The newest scheduled backup that finished, successfully or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<BackupRecord>,
+    /// The newest scheduled backup that succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_succeeded: Option<BackupRecord>,
+    /// The final backup taken while deleting with `deletionPolicy: Backup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_backup: Option<BackupRecord>,
+}
+
+/// Progress of `spec.restore`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+    /// The backup being restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The point in time, when one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_in_time: Option<String>,
+    /// Servers restored so far.
+    #[serde(default)]
+    pub restored: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A one-shot backup of a `MySQL` cluster in the same namespace, written to the
+/// cluster's `spec.backup.storage`.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "mysqlhook.dev",
+    version = "v1alpha1",
+    kind = "MySQLBackup",
+    plural = "mysqlbackups",
+    singular = "mysqlbackup",
+    shortname = "mybk",
+    namespaced,
+    status = "MySQLBackupStatus",
+    printcolumn = r#"{"name":"Cluster","type":"string","jsonPath":".spec.cluster"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Bytes","type":"integer","jsonPath":".status.bytes"}"#,
+    printcolumn = r#"{"name":"Location","type":"string","jsonPath":".status.location","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MySQLBackupSpec {
+    /// The `MySQL` to back up. Immutable.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("cluster is immutable"))]
+    pub cluster: String,
+}
+
+/// What became of a `MySQLBackup`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MySQLBackupStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<BackupPhase>,
+    /// When the Job was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// When it succeeded or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// The backup's name (its folder in the store): what `spec.restore.name` and
+    /// `binlogsFrom` refer to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The store, with its prefix resolved, so a restore needs nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<BackupStorage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// The server the backup was read from (a replica whenever one was healthy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// Flavor of the cluster the backup came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<Flavor>,
+    /// What the hook is waiting for, or why the backup failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The `metadata.generation` this status was computed for (set by Metacontroller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
 /// Every CRD this hook serves, in the order they are written to `crd.yaml`.
 #[must_use]
 pub fn crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
-    vec![MySQL::crd()]
+    vec![MySQL::crd(), MySQLBackup::crd()]
 }
 
 /// The CRDs as one multi-document YAML stream, exactly as committed in

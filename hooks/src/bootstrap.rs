@@ -1,6 +1,6 @@
 //! Bootstrapping: the one time a cluster's first primary is made writable.
 //!
-//! Every server starts read-only. Once the chosen primary pod is Ready, the hook
+//! Every server starts read-only. Once the chosen primary pod exists, the hook
 //! emits the bootstrap Job (`bootstrap.sh`): it enables semi-synchronous replication
 //! on the primary, makes it writable and points every reachable replica at it. When
 //! the Job has succeeded the hook sets the `Initialized` condition, and from the next
@@ -27,8 +27,10 @@ pub const INITIALIZED: &str = "Initialized";
 pub enum Bootstrap {
     /// Done in an earlier sync.
     Done,
-    /// Waiting for the primary pod to be Ready.
+    /// Waiting for the primary pod to exist.
     WaitingForPrimary,
+    /// Waiting for `spec.restore` to finish on every server (see [`crate::restore`]).
+    WaitingForRestore,
     /// The Job exists (or is being created) and has not finished.
     Running(Box<Job>),
     /// The Job succeeded in this sync.
@@ -43,7 +45,7 @@ impl Bootstrap {
     pub fn job(&self) -> Option<&Job> {
         match self {
             Self::Running(j) | Self::Succeeded(j, _) | Self::Failed(j, _) => Some(j),
-            Self::Done | Self::WaitingForPrimary => None,
+            Self::Done | Self::WaitingForPrimary | Self::WaitingForRestore => None,
         }
     }
 
@@ -81,7 +83,10 @@ pub fn plan(
                 JobState::Running => Bootstrap::Running(job),
             }
         }
-        None if observed.member(&c.primary).is_some_and(|m| m.ready) => Bootstrap::Running(job),
+        // The pod need not be Ready: the readiness probe of the recorded primary
+        // waits for it to be writable, which is this Job's work. The script itself
+        // waits for the server to accept connections.
+        None if observed.member(&c.primary).is_some_and(|m| !m.terminating) => Bootstrap::Running(job),
         None => Bootstrap::WaitingForPrimary,
     }
 }

@@ -40,6 +40,19 @@ impl<'a> Conditions<'a> {
         });
     }
 
+    /// Carries condition `type_` over unchanged from the observed status: for a fact
+    /// recorded once (how the cluster was bootstrapped) whose evidence is gone.
+    /// Returns false when there is nothing to carry over.
+    pub fn keep(&mut self, type_: &str) -> bool {
+        match self.previous.iter().find(|c| c.type_ == type_) {
+            Some(c) => {
+                self.out.push(c.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The conditions, sorted by type.
     #[must_use]
     pub fn finish(mut self) -> Vec<Condition> {

@@ -2,7 +2,10 @@
 //! sync. The cluster's pods (servers and Job pods) are not children (their owners
 //! are the StatefulSet and the Jobs), yet readiness and Job results live on them.
 //!
-//! The answer depends on the parent's name and namespace only, as Metacontroller
+//! With `spec.restore.backup` it also asks for that `MySQLBackup`, whose status
+//! says where the backup is.
+//!
+//! The answer depends on the parent's name, namespace and immutable fields only, as Metacontroller
 //! caches it per parent generation. The namespace is always given: in v2 a rule
 //! without one searches every namespace.
 
@@ -25,12 +28,22 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
         return Err(Error::InvalidRequest("parent.metadata.name and namespace are required".to_owned()));
     };
     let names = Names::new(name);
-    Ok(CustomizeResponse {
-        related_resources: vec![RelatedResourceRule {
-            api_version: "v1".to_owned(),
-            resource: "pods".to_owned(),
+    let mut related_resources = vec![RelatedResourceRule {
+        api_version: "v1".to_owned(),
+        resource: "pods".to_owned(),
+        namespace: Some(namespace.to_owned()),
+        label_selector: Some(LabelSelector { match_labels: labels::cluster_pods(&names) }),
+        names: Vec::new(),
+    }];
+    // The MySQLBackup a new cluster is restored from (spec.restore is immutable).
+    if let Some(backup) = request.parent.spec.restore.as_ref().and_then(|r| r.backup.as_ref()) {
+        related_resources.push(RelatedResourceRule {
+            api_version: "mysqlhook.dev/v1alpha1".to_owned(),
+            resource: "mysqlbackups".to_owned(),
             namespace: Some(namespace.to_owned()),
-            label_selector: LabelSelector { match_labels: labels::cluster_pods(&names) },
-        }],
-    })
+            label_selector: None,
+            names: vec![backup.clone()],
+        });
+    }
+    Ok(CustomizeResponse { related_resources })
 }

@@ -4,14 +4,23 @@
 //!   policy says what the user asked for (it may have been changed just before the
 //!   delete), then remove every child, and answer `finalized: true` only when the
 //!   StatefulSet and its pods are really gone.
-//! - `Backup`: a final backup must succeed first.
+//! - `Backup`: a final backup must succeed first. The hook emits the Job
+//!   `<name>-final-backup-<suffix>` next to every child and answers
+//!   `finalized: false` until it has succeeded; then it proceeds like `Retain`
+//!   (the Job stays until the end). A failed final backup keeps the cluster, and
+//!   so does a cluster without `spec.backup.storage`: data is never lost to a
+//!   backup that did not happen. `status.backup.finalBackup` records it.
+
+use k8s_openapi::api::batch::v1::Job;
 
 use crate::{
     Context,
-    api::{DeletionPolicy, MySQLStatus, Phase},
+    api::{BackupPhase, BackupRecord, BackupStatus, DeletionPolicy, MySQLStatus, Phase},
+    backups,
     build::statefulset,
     conditions::Conditions,
     error::Result,
+    jobs,
     metacontroller::{Child, FinalizeResponse, SyncRequest},
     model::Cluster,
     names::Names,
@@ -46,12 +55,43 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         .and_then(|p| p.when_deleted.clone())
         .or_else(|| Some("Retain".to_owned()));
 
-    let (children, finalized, message) = match cluster.deletion_policy {
-        DeletionPolicy::Backup => (
-            keep_everything(request, &cluster, &observed, ctx),
-            false,
-            "deletionPolicy Backup: this version of mysql-hook cannot take a final backup yet, so the cluster is kept; set deletionPolicy to Retain or Delete to proceed".to_owned(),
-        ),
+    let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup)
+        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref()));
+    let mut reason = deletion_reason(cluster.deletion_policy);
+    let (mut children, finalized, message) = match &final_backup {
+        Some(FinalBackup::NoTarget) => {
+            reason = "NoBackupTarget";
+            (
+                keep_everything(request, &cluster, &observed, ctx),
+                false,
+                "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
+            )
+        }
+        Some(FinalBackup::Running(job)) => {
+            reason = "FinalBackupRunning";
+            let mut children = keep_everything(request, &cluster, &observed, ctx);
+            children.push(Child::Job(job.clone()));
+            let name = job.metadata.name.as_deref().unwrap_or_default();
+            (
+                children,
+                false,
+                format!("taking the final backup (Job {name}); the cluster is deleted once it has succeeded"),
+            )
+        }
+        Some(FinalBackup::Failed(job, record)) => {
+            reason = "FinalBackupFailed";
+            let mut children = keep_everything(request, &cluster, &observed, ctx);
+            children.push(Child::Job(job.clone()));
+            (
+                children,
+                false,
+                format!(
+                    "the final backup {} failed: {}; the cluster is kept. Delete the Job to retry, or set deletionPolicy to Retain or Delete to proceed without it",
+                    record.name,
+                    record.message.as_deref().unwrap_or_default()
+                ),
+            )
+        }
         _ if observed.stateful_set.is_some() && have_retention != want_retention => (
             keep_everything(request, &cluster, &observed, ctx),
             false,
@@ -60,24 +100,46 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
                 want_retention.as_deref().unwrap_or("Retain")
             ),
         ),
-        policy => {
+        _ => {
+            let policy = cluster.deletion_policy;
             let remaining = observed.members.len() + usize::from(observed.stateful_set.is_some());
             let volumes = if policy == DeletionPolicy::Delete { "deleted with the pods" } else { "kept" };
+            let backed_up = match &final_backup {
+                Some(FinalBackup::Succeeded(_, record)) => {
+                    format!("the final backup is at {}; ", record.location.as_deref().unwrap_or(&record.name))
+                }
+                _ => String::new(),
+            };
             let message = if remaining == 0 {
-                format!("all servers are gone; volumes {volumes}")
+                format!("{backed_up}all servers are gone; volumes {volumes}")
             } else {
-                format!("waiting for {} pods and the StatefulSet to be deleted; volumes {volumes}", observed.members.len())
+                format!(
+                    "{backed_up}waiting for {} pods and the StatefulSet to be deleted; volumes {volumes}",
+                    observed.members.len()
+                )
             };
             (Vec::new(), remaining == 0, message)
         }
     };
-    conditions.set("Deleting", true, deletion_reason(cluster.deletion_policy), message);
+    // The final backup Job stays until the end: its success is what allowed the deletion.
+    if let Some(FinalBackup::Succeeded(Some(job), _)) = &final_backup {
+        if !children.iter().any(|c| c.sort_key() == ("Job", job.metadata.name.as_deref().unwrap_or_default())) {
+            children.push(Child::Job(job.clone()));
+        }
+    }
+    children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    conditions.set("Deleting", true, reason, message);
     conditions.set("Ready", false, "Deleting", "the cluster is being deleted");
+    let mut backup = previous.backup.clone();
+    if let Some(FinalBackup::Failed(_, record) | FinalBackup::Succeeded(_, record)) = &final_backup {
+        backup.get_or_insert_with(BackupStatus::default).final_backup = Some(record.clone());
+    }
     let status = MySQLStatus {
         phase: Some(Phase::Deleting),
         conditions: conditions.finish(),
         replicas: i32::try_from(observed.members.len()).unwrap_or(i32::MAX),
         ready_replicas: i32::try_from(observed.ready_members().count()).unwrap_or(i32::MAX),
+        backup,
         ..previous
     };
     Ok(FinalizeResponse { status, children, resync_after_seconds: (!finalized).then_some(RESYNC_SECONDS), finalized })
@@ -94,4 +156,43 @@ fn deletion_reason(policy: DeletionPolicy) -> &'static str {
 /// Every child as a sync would emit it: deletion waits.
 fn keep_everything(request: &SyncRequest, _c: &Cluster, _o: &Observed<'_>, ctx: &Context) -> Vec<Child> {
     sync::sync(request, ctx).map(|r| r.children).unwrap_or_default()
+}
+
+/// Where the final backup stands.
+#[derive(Debug, Clone)]
+enum FinalBackup {
+    /// No `spec.backup.storage`: nowhere to write it.
+    NoTarget,
+    Running(Box<Job>),
+    Failed(Box<Job>, BackupRecord),
+    /// Succeeded; the Job if it still exists.
+    Succeeded(Option<Box<Job>>, BackupRecord),
+}
+
+fn final_backup(
+    request: &SyncRequest,
+    c: &Cluster,
+    observed: &Observed<'_>,
+    previous: Option<&BackupStatus>,
+) -> FinalBackup {
+    let Some((_, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
+    let name = backups::final_job_name(c);
+    let job = Box::new(backups::final_job(c, &storage));
+    let Some(existing) = observed.job(&name) else {
+        return match previous.and_then(|b| b.final_backup.as_ref()) {
+            Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {
+                FinalBackup::Succeeded(None, r.clone())
+            }
+            _ => FinalBackup::Running(job),
+        };
+    };
+    let pods = jobs::pods_by_job(request.related.pods.values(), |p| {
+        jobs::has_label(p, crate::labels::JOB_PURPOSE, backups::FINAL)
+    });
+    let outcome = jobs::outcome_of_job(existing, pods.get(name.as_str()).map_or(&[][..], Vec::as_slice));
+    match backups::record(&name, &storage, &outcome) {
+        Some(r) if r.outcome == Some(BackupPhase::Succeeded) => FinalBackup::Succeeded(Some(job), r),
+        Some(r) => FinalBackup::Failed(job, r),
+        None => FinalBackup::Running(job),
+    }
 }

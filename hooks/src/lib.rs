@@ -16,9 +16,13 @@
 //! - [`bootstrap`]: making the first primary writable;
 //! - [`roles`]: failover and switchover, the only place the primary moves;
 //! - [`rollout`], [`version`]: ordered upgrades through the StatefulSet partition;
-//! - [`sync`], [`finalize`], [`customize`]: the three hooks.
+//! - [`sync`], [`finalize`], [`customize`]: the three hooks of `MySQL`;
+//! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
+//!   and reading what backup and restore Jobs report;
+//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
 
 pub mod api;
+pub mod backups;
 pub mod bootstrap;
 pub mod build;
 pub mod conditions;
@@ -26,13 +30,16 @@ pub mod credentials;
 pub mod customize;
 pub mod error;
 pub mod finalize;
+pub mod jobs;
 pub mod labels;
 pub mod metacontroller;
 pub mod model;
 pub mod mycnf;
+pub mod mysqlbackup;
 pub mod names;
 pub mod observed;
 pub mod quantity;
+pub mod restore;
 pub mod roles;
 pub mod rollout;
 pub mod scripts;

@@ -10,14 +10,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
-    batch::v1::Job,
+    batch::v1::{CronJob, Job},
     core::v1::{ConfigMap, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
     policy::v1::PodDisruptionBudget,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::api::{MySQL, MySQLStatus};
+use crate::api::{MySQL, MySQLBackup, MySQLBackupStatus, MySQLStatus};
 
 /// Objects of one kind keyed as Metacontroller keys them (`namespace/name` in v2).
 pub type ByKey<T> = BTreeMap<String, T>;
@@ -60,6 +60,8 @@ pub struct Children {
     pub endpoint_slices: ByKey<EndpointSlice>,
     #[serde(rename = "Job.batch/v1", default)]
     pub jobs: ByKey<Job>,
+    #[serde(rename = "CronJob.batch/v1", default)]
+    pub cron_jobs: ByKey<CronJob>,
 }
 
 /// Related objects requested by [`crate::customize`].
@@ -67,6 +69,60 @@ pub struct Children {
 pub struct Related {
     #[serde(rename = "Pod.v1", default)]
     pub pods: ByKey<Pod>,
+    /// The `MySQLBackup` named by `spec.restore.backup`, if any.
+    #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
+    pub mysql_backups: ByKey<MySQLBackup>,
+}
+
+/// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSyncRequest {
+    #[serde(default)]
+    pub controller: serde_json::Value,
+    pub parent: MySQLBackup,
+    #[serde(default)]
+    pub children: BackupChildren,
+    #[serde(default)]
+    pub related: BackupRelated,
+    #[serde(default)]
+    pub finalizing: bool,
+}
+
+/// The `MySQLBackup`'s only child type.
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct BackupChildren {
+    #[serde(rename = "Job.batch/v1", default)]
+    pub jobs: ByKey<Job>,
+}
+
+/// What the `MySQLBackup` customize hook asks for: the cluster, its server pods
+/// and the backup Job's pods.
+#[derive(Deserialize, Debug, Clone, Default)]
+pub struct BackupRelated {
+    #[serde(rename = "MySQL.mysqlhook.dev/v1alpha1", default)]
+    pub mysqls: ByKey<MySQL>,
+    #[serde(rename = "Pod.v1", default)]
+    pub pods: ByKey<Pod>,
+}
+
+/// The body of a customize call of the `MySQLBackup` controller.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupCustomizeRequest {
+    #[serde(default)]
+    pub controller: serde_json::Value,
+    pub parent: MySQLBackup,
+}
+
+/// The answer to a `MySQLBackup` sync call.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupSyncResponse {
+    pub status: MySQLBackupStatus,
+    pub children: Vec<Child>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resync_after_seconds: Option<u32>,
 }
 
 /// The body of a customize call.
@@ -89,6 +145,7 @@ pub enum Child {
     PodDisruptionBudget(Box<PodDisruptionBudget>),
     EndpointSlice(Box<EndpointSlice>),
     Job(Box<Job>),
+    CronJob(Box<CronJob>),
 }
 
 impl Child {
@@ -100,6 +157,7 @@ impl Child {
         }
         match self {
             Self::ConfigMap(o) => ("ConfigMap", name(&o.metadata)),
+            Self::CronJob(o) => ("CronJob", name(&o.metadata)),
             Self::EndpointSlice(o) => ("EndpointSlice", name(&o.metadata)),
             Self::Job(o) => ("Job", name(&o.metadata)),
             Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
@@ -146,7 +204,11 @@ pub struct RelatedResourceRule {
     pub resource: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    pub label_selector: LabelSelector,
+    /// Absent when `names` is given: Metacontroller refuses both together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
 }
 
 /// A `matchLabels`-only label selector.

@@ -231,6 +231,9 @@ fn volume_spec(
             ..Default::default()
         }),
         storage_class_name: class.cloned(),
+        // The API server defaults this inside the template; Metacontroller replaces
+        // the template list wholesale, so a missing default is a diff on every sync.
+        volume_mode: Some("Filesystem".to_owned()),
         ..Default::default()
     })
 }

@@ -69,6 +69,13 @@ impl Names {
         fit(&self.cluster, &format!("-{purpose}-{suffix}"), LABEL_MAX)
     }
 
+    /// A CronJob name `<cluster>-<purpose>`: at most 52 characters, so that the
+    /// Jobs it creates (`<name>-<minutes since the epoch>`) stay DNS labels.
+    #[must_use]
+    pub fn cron_job(&self, purpose: &str) -> String {
+        fit(&self.cluster, &format!("-{purpose}"), STATEFULSET_MAX)
+    }
+
     /// The in-cluster DNS name of a pod, through the headless Service.
     #[must_use]
     pub fn pod_host(&self, ordinal: i32, namespace: &str) -> String {
@@ -125,6 +132,9 @@ mod tests {
         assert!(a.primary.ends_with("-primary"));
         assert_ne!(a.stateful_set, b.stateful_set);
         assert!(a.job("failover", "12345").len() <= 63);
+        // A CronJob's Jobs append `-<minutes since the epoch>` (8 digits until 2160).
+        assert!(a.cron_job("backup").len() + 9 <= 63);
+        assert_eq!(Names::new("db").cron_job("backup"), "db-backup");
     }
 
     #[test]

@@ -3,11 +3,15 @@
 //! The pipeline is `validate -> resolve -> plan -> build -> status`. Nothing here
 //! reads the clock or any entropy: both arrive in [`Context`](crate::Context).
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::{
+    api::core::v1::{Pod, Secret},
+    apimachinery::pkg::apis::meta::v1::Condition,
+};
 
 use crate::{
     Context,
-    api::{MySQLStatus, Phase},
+    api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
+    backups,
     bootstrap::{self, Bootstrap},
     build::{config, pdb, service, statefulset},
     conditions::Conditions,
@@ -15,6 +19,7 @@ use crate::{
     metacontroller::{Child, SyncRequest, SyncResponse},
     model::{Cluster, Problem},
     observed::Observed,
+    restore::{self, Restore},
     roles::{self, Roles},
     rollout,
 };
@@ -33,12 +38,22 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     let observed = Observed::new(request, &names);
     let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed);
     let previous = request.parent.status.clone().unwrap_or_default();
-    let bootstrap = bootstrap::plan(&cluster, &observed, &previous.conditions);
+    let pods: Vec<&Pod> = request.related.pods.values().collect();
+    let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();
+    let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous);
+    let bootstrap = if restore.blocks_bootstrap {
+        Bootstrap::WaitingForRestore
+    } else {
+        bootstrap::plan(&cluster, &observed, &previous.conditions)
+    };
+    // Restores run only before bootstrap, role changes and rollouts only after it:
+    // they never overlap.
+    let initialized = bootstrap == Bootstrap::Done;
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
         previous: &previous,
-        initialized: bootstrap == Bootstrap::Done,
+        initialized,
         now: ctx.now,
     });
     let roles = roles::plan(&roles::Input {
@@ -54,7 +69,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .and_then(|a| a.get(roles::SWITCHOVER_TO))
             .map(String::as_str),
         rollout_switchover_to: rollout.switchover_to.as_deref(),
-        initialized: bootstrap == Bootstrap::Done,
+        initialized,
         may_start: !request.finalizing,
         now: ctx.now,
     });
@@ -64,9 +79,13 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
 
     let mut children = desired_children(&cluster, &observed, rollout.partition, ctx);
     children.extend(bootstrap.job().into_iter().chain(roles.job.as_ref()).map(|j| Child::Job(Box::new(j.clone()))));
+    children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
+        children.push(Child::CronJob(Box::new(cron_job)));
+    }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
 
-    let status = status(
+    let mut status = status(
         &cluster,
         &observed,
         &previous,
@@ -74,7 +93,9 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         &problems,
         ctx,
     );
-    let busy = status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_));
+    add_backup_status(&mut status, request, &cluster, &pods, &previous, &restore, ctx);
+    let busy =
+        status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_)) || restore.blocks_bootstrap;
     let resync =
         [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after].into_iter().flatten().min();
     Ok(SyncResponse { status, children, resync_after_seconds: resync })
@@ -144,6 +165,9 @@ fn status(
     let mut conditions = Conditions::new(&previous.conditions, ctx.now);
     let (reason, message) = match phase {
         Phase::Pending => ("Creating", "creating the StatefulSet".to_owned()),
+        Phase::Initializing if matches!(bootstrap, Bootstrap::WaitingForRestore) => {
+            ("Restoring", format!("{ready}/{} servers Ready; restoring them from a backup (see Restored)", c.replicas))
+        }
         Phase::Initializing => {
             ("Initializing", format!("{ready}/{} servers Ready; bootstrapping {}", c.replicas, c.primary))
         }
@@ -153,23 +177,30 @@ fn status(
     };
     conditions.set("Ready", phase == Phase::Running, reason, message);
     match bootstrap {
-        Bootstrap::Done => conditions.set(
-            bootstrap::INITIALIZED,
-            true,
-            "Bootstrapped",
-            format!("{} was bootstrapped as the first primary", c.primary),
-        ),
+        // The Job that did it is gone, and the primary may have moved since: keep
+        // the condition exactly as it was written when bootstrap succeeded.
+        Bootstrap::Done => {
+            if !conditions.keep(bootstrap::INITIALIZED) {
+                conditions.set(bootstrap::INITIALIZED, true, "Bootstrapped", "the first primary was bootstrapped");
+            }
+        }
         Bootstrap::Succeeded(_, result) => conditions.set(
             bootstrap::INITIALIZED,
             true,
             "Bootstrapped",
             format!("{} was bootstrapped as the first primary: {result}", c.primary),
         ),
+        Bootstrap::WaitingForRestore => conditions.set(
+            bootstrap::INITIALIZED,
+            false,
+            "WaitingForRestore",
+            "every server is restored from the backup before the primary becomes writable",
+        ),
         Bootstrap::WaitingForPrimary => conditions.set(
             bootstrap::INITIALIZED,
             false,
             "WaitingForPrimary",
-            format!("waiting for {} to be Ready", c.primary),
+            format!("waiting for the pod {} to be created", c.primary),
         ),
         Bootstrap::Running(_) => conditions.set(
             bootstrap::INITIALIZED,
@@ -228,5 +259,53 @@ fn status(
         role_changes: roles.role_changes.clone(),
         version: rollout.version.clone(),
         rollout: rollout.status.clone(),
+        backup: None,
+        restore: None,
     }
+}
+
+/// `status.backup`, `status.restore` and their conditions (`BackupSucceeded`,
+/// `Restored`), added to the status the cluster's own state produced.
+fn add_backup_status(
+    status: &mut MySQLStatus,
+    request: &SyncRequest,
+    c: &Cluster,
+    pods: &[&Pod],
+    previous: &MySQLStatus,
+    restore: &Restore,
+    ctx: &Context,
+) {
+    let cron_job = request
+        .children
+        .cron_jobs
+        .values()
+        .find(|j| j.metadata.name.as_deref() == Some(c.names.cron_job("backup").as_str()));
+    status.backup = backups::scheduled_status(&request.parent, c, cron_job, pods, previous.backup.as_ref());
+    status.restore.clone_from(&restore.status);
+    let mut extra = Conditions::new(&previous.conditions, ctx.now);
+    if let Some(last) = status.backup.as_ref().and_then(|b| b.last.as_ref()) {
+        if last.outcome == Some(BackupPhase::Succeeded) {
+            let where_ = last.location.as_deref().unwrap_or_default();
+            extra.set(
+                backups::BACKUP_SUCCEEDED,
+                true,
+                "Succeeded",
+                format!("backup {} written to {where_}", last.name),
+            );
+        } else {
+            let why = last.message.as_deref().unwrap_or_default();
+            extra.set(backups::BACKUP_SUCCEEDED, false, "Failed", format!("backup {} failed: {why}", last.name));
+        }
+    }
+    if let Some((ok, reason, message)) = &restore.condition {
+        extra.set(restore::RESTORED, *ok, reason, message.clone());
+    }
+    merge_conditions(&mut status.conditions, extra.finish());
+}
+
+/// Adds `extra` to `conditions` (replacing same types), sorted by type.
+pub(crate) fn merge_conditions(conditions: &mut Vec<Condition>, extra: Vec<Condition>) {
+    conditions.retain(|c| !extra.iter().any(|e| e.type_ == c.type_));
+    conditions.extend(extra);
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
 }

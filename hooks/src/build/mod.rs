@@ -2,6 +2,7 @@
 //! [`Cluster`](crate::model::Cluster) to a k8s-openapi object with only the fields
 //! the hook owns: no status, no server-set metadata, canonical values.
 
+pub mod backup;
 pub mod config;
 pub mod job;
 pub mod pdb;

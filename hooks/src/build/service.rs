@@ -114,7 +114,8 @@ pub fn replica_endpoints(c: &Cluster, observed: &Observed<'_>) -> Vec<EndpointSl
             EndpointSlice {
                 metadata: meta(&name, slice_labels),
                 address_type: family.to_owned(),
-                endpoints: Some(endpoints),
+                // An empty list is stored as null; send what the server keeps.
+                endpoints: (!endpoints.is_empty()).then_some(endpoints),
                 ports: Some(vec![EndpointPort {
                     name: Some(PORT_NAME.to_owned()),
                     port: Some(PORT),

@@ -16,8 +16,9 @@ use k8s_openapi::{
             StatefulSetSpec, StatefulSetUpdateStrategy,
         },
         core::v1::{
-            Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PodAffinityTerm, PodAntiAffinity,
-            PodSpec, PodTemplateSpec, Probe, ResourceRequirements, WeightedPodAffinityTerm,
+            Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimStatus,
+            PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+            WeightedPodAffinityTerm,
         },
     },
     apimachinery::pkg::{
@@ -71,7 +72,10 @@ pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
                 metadata: ObjectMeta { name: Some(DATA_VOLUME.to_owned()), ..Default::default() },
                 spec: Some(c.volume.clone()),
-                ..Default::default()
+                // The API server stores `status: {phase: Pending}` in every claim
+                // template. Emitting it too keeps Metacontroller's merge (which
+                // replaces this list whole) from seeing a difference on every sync.
+                status: Some(PersistentVolumeClaimStatus { phase: Some("Pending".to_owned()), ..Default::default() }),
             }]),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {

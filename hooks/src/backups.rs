@@ -1,0 +1,186 @@
+//! Backups of a `MySQL`: the scheduled-backup CronJob, `status.backup` read back
+//! from its Jobs' pods, and the final backup taken on delete with
+//! `deletionPolicy: Backup`.
+//!
+//! Each backup is a folder `<prefix>/<name>/` in the store, named after its Job,
+//! holding the dump and every binary log the source still had (see
+//! `hooks/scripts/backup.sh`), so a restore can stop at any second between the
+//! dump and the moment a later backup was taken.
+
+use k8s_openapi::api::{batch::v1::CronJob, core::v1::Pod};
+
+use crate::{
+    api::{BackupPhase, BackupRecord, BackupSpec, BackupStatus, BackupStorage, MySQL},
+    build::backup::{self, BackupName, BackupPod, Retention},
+    jobs::{self, Outcome, ScriptResult},
+    labels,
+    model::Cluster,
+    names::short_hash,
+};
+
+/// Purpose label of scheduled backup pods.
+pub const SCHEDULED: &str = "backup";
+/// Purpose label of the final backup's pod.
+pub const FINAL: &str = "final-backup";
+/// The condition reporting the newest scheduled backup.
+pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
+
+/// The cluster's backup settings with the store resolved (prefix defaulted to
+/// the cluster's name).
+#[must_use]
+pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
+    let spec = parent.spec.backup.as_ref()?;
+    let name = parent.metadata.name.as_deref().unwrap_or_default();
+    let storage = backup::resolve(&spec.storage, name);
+    (storage.persistent_volume_claim.is_some() || storage.s3.is_some()).then_some((spec, storage))
+}
+
+/// The scheduled-backup CronJob, when a schedule is set and the cluster has a
+/// writable primary (a backup before that would copy nothing, or a restore in
+/// progress).
+#[must_use]
+pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool) -> Option<CronJob> {
+    let (spec, storage) = settings(parent)?;
+    let schedule = spec.schedule.as_deref()?;
+    if !initialized {
+        return None;
+    }
+    let name = c.names.cron_job("backup");
+    let pod = BackupPod {
+        cluster: c,
+        storage: &storage,
+        name: BackupName::FromJob,
+        primary: c.primary.clone(),
+        pods: c.pods_env(),
+        retention: Some(Retention { job_prefix: name.clone(), keep: spec.keep }),
+        labels: pod_labels(c, SCHEDULED),
+    };
+    Some(backup::cron_job(&name, schedule, &pod))
+}
+
+fn pod_labels(c: &Cluster, purpose: &str) -> std::collections::BTreeMap<String, String> {
+    let mut l = labels::common(&c.names, labels::JOB);
+    l.insert(labels::JOB_PURPOSE.to_owned(), purpose.to_owned());
+    l
+}
+
+/// A finished backup as a status record.
+#[must_use]
+pub fn record(name: &str, storage: &BackupStorage, outcome: &Outcome) -> Option<BackupRecord> {
+    let (phase, result, at) = match outcome {
+        Outcome::Running => return None,
+        Outcome::Succeeded(r, at) => (BackupPhase::Succeeded, r, at),
+        Outcome::Failed(r, at) => (BackupPhase::Failed, r, at),
+    };
+    let ok = phase == BackupPhase::Succeeded;
+    Some(BackupRecord {
+        name: name.to_owned(),
+        outcome: Some(phase),
+        time: if ok { result.finished_at.clone().or_else(|| at.clone()) } else { at.clone() },
+        location: ok.then(|| backup::location(storage, name)),
+        bytes: if ok { result.bytes } else { None },
+        source: result.source.clone(),
+        gtid: if ok { result.gtid.clone() } else { None },
+        message: (!ok).then(|| ScriptResult::explain(result)),
+    })
+}
+
+/// `status.backup`: the newest finished scheduled backup observed, or the one
+/// remembered (the CronJob deletes old Jobs and their pods).
+#[must_use]
+pub fn scheduled_status(
+    parent: &MySQL,
+    c: &Cluster,
+    cron_job: Option<&CronJob>,
+    pods: &[&Pod],
+    previous: Option<&BackupStatus>,
+) -> Option<BackupStatus> {
+    let remembered = previous.cloned().unwrap_or_default();
+    let Some((_, storage)) = settings(parent) else {
+        return previous.is_some().then_some(remembered);
+    };
+    let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
+        jobs::has_label(p, labels::JOB_PURPOSE, SCHEDULED) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
+    });
+    let failed_run = cron_job.and_then(|cj| failed_run(cj, &c.names.cron_job("backup")));
+    let mut records: Vec<BackupRecord> = by_job
+        .iter()
+        .filter_map(|(job, pods)| {
+            let mut outcome = jobs::outcome_from_pods(pods, backup::BACKOFF_LIMIT);
+            if let (Outcome::Running, Some((failed, at))) = (&outcome, &failed_run) {
+                if failed == job {
+                    outcome = Outcome::Failed(ended_without_result(), Some(at.clone()));
+                }
+            }
+            record(job, &storage, &outcome)
+        })
+        .collect();
+    if let Some((job, at)) = &failed_run {
+        if !by_job.contains_key(job.as_str()) {
+            records.extend(record(job, &storage, &Outcome::Failed(ended_without_result(), Some(at.clone()))));
+        }
+    }
+    records.sort_by(|a, b| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
+    let newer = |candidate: Option<&BackupRecord>, kept: Option<BackupRecord>| match (candidate, kept) {
+        (Some(n), Some(k)) if (&k.time, &k.name) > (&n.time, &n.name) => Some(k),
+        (Some(n), _) => Some(n.clone()),
+        (None, k) => k,
+    };
+    let last = newer(records.last(), remembered.last);
+    let last_succeeded =
+        newer(records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)), remembered.last_succeeded);
+    let status = BackupStatus { last, last_succeeded, final_backup: remembered.final_backup };
+    (status != BackupStatus::default()).then_some(status)
+}
+
+/// The CronJob's last scheduled run, when the CronJob says it ended without
+/// success (no active Job, and `lastScheduleTime` after `lastSuccessfulTime`): its
+/// Job name (`<cronjob>-<minutes since the epoch>`) and scheduled time. This
+/// catches runs whose pods say nothing, such as a Job stopped at its deadline.
+fn failed_run(cron_job: &CronJob, name: &str) -> Option<(String, String)> {
+    let st = cron_job.status.as_ref()?;
+    if st.active.as_ref().is_some_and(|a| !a.is_empty()) {
+        return None;
+    }
+    let scheduled = st.last_schedule_time.as_ref()?.0;
+    if st.last_successful_time.as_ref().is_some_and(|t| t.0 >= scheduled) {
+        return None;
+    }
+    Some((format!("{name}-{}", scheduled.as_second().div_euclid(60)), jobs::seconds(scheduled)))
+}
+
+fn ended_without_result() -> ScriptResult {
+    ScriptResult {
+        result: "error".to_owned(),
+        reason: Some("JobFailed".to_owned()),
+        message: Some("the Job ended without success (deadline exceeded, or its pods are gone)".to_owned()),
+        ..ScriptResult::default()
+    }
+}
+
+/// The final backup's Job name, `<name>-final-backup-<suffix>`.
+#[must_use]
+pub fn final_job_name(c: &Cluster) -> String {
+    c.names.job(FINAL, &short_hash(c.uid.as_bytes())[..5])
+}
+
+/// The final backup Job.
+#[must_use]
+pub fn final_job(c: &Cluster, storage: &BackupStorage) -> k8s_openapi::api::batch::v1::Job {
+    let name = final_job_name(c);
+    let labels = pod_labels(c, FINAL);
+    let pod = BackupPod {
+        cluster: c,
+        storage,
+        name: BackupName::Fixed(name.clone()),
+        primary: c.primary.clone(),
+        pods: c.pods_env(),
+        retention: None,
+        labels: labels.clone(),
+    };
+    k8s_openapi::api::batch::v1::Job {
+        metadata: crate::build::meta(&name, labels),
+        spec: Some(backup::backup_job_spec(&pod)),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,418 @@
+//! The pods that write and read backups: scheduled backups (a CronJob), one-shot
+//! backups (`MySQLBackup` and the final backup on delete) and restores.
+//!
+//! The scripts run in the server image, which has the client tools but no S3
+//! client. So for a PersistentVolumeClaim store a single container runs the script
+//! against the mounted claim; for an S3 store the server image writes into a
+//! scratch volume in an init container and a second container, from the
+//! configurable uploader image (`sh` plus the AWS CLI v2), copies it to the bucket
+//! (restores: the other way round). Either way the pod's last container ends with
+//! the script's one-line result in its termination message.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
+        core::v1::{
+            Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
+            PodSpec, PodTemplateSpec, SecretEnvSource, Volume,
+        },
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+
+use super::{meta, pod};
+use crate::{
+    api::{BackupStorage, S3Target},
+    labels,
+    model::Cluster,
+    scripts,
+};
+
+/// The uploader image when `s3.image` is unset.
+pub const DEFAULT_UPLOADER_IMAGE: &str = "amazon/aws-cli:2.22.35";
+/// Where a PersistentVolumeClaim store is mounted.
+const PVC_MOUNT: &str = "/backups";
+/// The scratch volume an S3 backup is staged in.
+const STAGING: &str = "/backup";
+/// A backup or restore may take long; bounded all the same.
+const DEADLINE_SECONDS: i64 = 6 * 3600;
+/// A failed attempt is retried this many times (the scripts are idempotent).
+pub const BACKOFF_LIMIT: i32 = 2;
+
+/// A store with its prefix resolved.
+#[must_use]
+pub fn resolve(storage: &BackupStorage, default_prefix: &str) -> BackupStorage {
+    let prefix = |p: &Option<String>| Some(p.clone().unwrap_or_else(|| default_prefix.to_owned()));
+    BackupStorage {
+        persistent_volume_claim: storage
+            .persistent_volume_claim
+            .as_ref()
+            .map(|t| crate::api::PvcTarget { prefix: prefix(&t.prefix), ..t.clone() }),
+        s3: storage.s3.as_ref().map(|t| S3Target { prefix: prefix(&t.prefix), ..t.clone() }),
+    }
+}
+
+/// `pvc://<claim>/<prefix>/<name>` or `s3://<bucket>/<prefix>/<name>` of a
+/// resolved store.
+#[must_use]
+pub fn location(storage: &BackupStorage, name: &str) -> String {
+    match (&storage.persistent_volume_claim, &storage.s3) {
+        (Some(p), _) => format!("pvc://{}/{}/{name}", p.claim_name, p.prefix.as_deref().unwrap_or_default()),
+        (None, Some(s)) => format!("s3://{}/{}/{name}", s.bucket, s.prefix.as_deref().unwrap_or_default()),
+        (None, None) => name.to_owned(),
+    }
+}
+
+/// How the backup's name reaches the script.
+#[derive(Debug, Clone)]
+pub enum BackupName {
+    /// Known to the hook.
+    Fixed(String),
+    /// The Job's own name, read from the pod's label: a CronJob names each Job
+    /// `<cronjob>-<minutes since the epoch>`, so a retried pod of the same Job
+    /// writes the same backup (and `backup.sh` reports an existing one again).
+    FromJob,
+}
+
+/// Retention of scheduled backups: keep the newest `keep` named `<prefix>-<digits>`.
+#[derive(Debug, Clone)]
+pub struct Retention {
+    pub job_prefix: String,
+    pub keep: i32,
+}
+
+/// One backup pod.
+#[derive(Debug, Clone)]
+pub struct BackupPod<'a> {
+    pub cluster: &'a Cluster,
+    /// Resolved store.
+    pub storage: &'a BackupStorage,
+    pub name: BackupName,
+    /// `PRIMARY` for `backup.sh`: excluded when it looks for a healthy replica.
+    pub primary: String,
+    /// `PODS`, in the order `backup.sh` should try them.
+    pub pods: String,
+    pub retention: Option<Retention>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The Job spec of a backup.
+#[must_use]
+pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
+    let c = b.cluster;
+    let mut env: Vec<EnvVar> = pod::script_env(c).into_iter().filter(|e| e.name != "PODS").collect();
+    env.extend([
+        pod::env("PODS", b.pods.as_str()),
+        pod::env("PRIMARY", b.primary.as_str()),
+        pod::env("TERMINATION_LOG", "/dev/termination-log"),
+        backup_name_env(&b.name),
+    ]);
+    if let Some(r) = &b.retention {
+        env.extend([pod::env("RETENTION_JOB_PREFIX", r.job_prefix.as_str()), pod::env("KEEP", r.keep.to_string())]);
+    }
+    let backup_sh = scripts::path("backup.sh");
+    let (init, main, mut volumes) = match (&b.storage.persistent_volume_claim, &b.storage.s3) {
+        (Some(pvc), _) => {
+            let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
+            env.push(pod::env("BACKUP_DIR", dir));
+            let prune = if b.retention.is_some() { PRUNE_DIR } else { "" };
+            let script =
+                format!("set -u\nmkdir -p \"$BACKUP_DIR\"\nrc=0\nbash {backup_sh} || rc=$?\n{prune}exit \"$rc\"\n");
+            let container = Container {
+                volume_mounts: Some(vec![
+                    pod::config_mount(),
+                    pod::mount("tmp", "/tmp", false),
+                    pod::mount("backups", PVC_MOUNT, false),
+                ]),
+                ..server_container(c, "backup", vec!["bash".to_owned(), "-c".to_owned(), script], env)
+            };
+            (None, container, vec![claim_volume(&pvc.claim_name, false)])
+        }
+        (None, Some(s3)) => {
+            env.push(pod::env("BACKUP_DIR", STAGING));
+            let init = Container {
+                volume_mounts: Some(vec![
+                    pod::config_mount(),
+                    pod::mount("tmp", "/tmp", false),
+                    pod::mount("staging", STAGING, false),
+                ]),
+                ..server_container(c, "backup", pod::run_script("backup.sh"), env)
+            };
+            let prune = if b.retention.is_some() { PRUNE_S3 } else { "" };
+            let script = format!(
+                "{S3_COMMON}{UPLOAD}{prune}cat \"{STAGING}/$BACKUP_NAME/result.json\" > /dev/termination-log\n"
+            );
+            let mut upload_env = s3_env(s3);
+            upload_env.push(backup_name_env(&b.name));
+            if let Some(r) = &b.retention {
+                upload_env.extend([
+                    pod::env("RETENTION_JOB_PREFIX", r.job_prefix.as_str()),
+                    pod::env("KEEP", r.keep.to_string()),
+                ]);
+            }
+            (Some(init), uploader(s3, "upload", script, upload_env), vec![pod::empty_dir("staging")])
+        }
+        (None, None) => unreachable_storage(c),
+    };
+    volumes.extend([pod::config_volume(c), pod::empty_dir("tmp")]);
+    job_spec(&b.labels, init, main, volumes)
+}
+
+/// One restore pod: loads the backup into the server `target`.
+#[derive(Debug, Clone)]
+pub struct RestorePod<'a> {
+    pub cluster: &'a Cluster,
+    pub storage: &'a BackupStorage,
+    pub name: &'a str,
+    pub binlogs_from: Option<&'a str>,
+    /// `YYYY-MM-DD HH:MM:SS`, UTC.
+    pub until: Option<String>,
+    pub target: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The Job spec of a restore.
+#[must_use]
+pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
+    let c = r.cluster;
+    let mut env = pod::script_env(c);
+    env.extend([pod::env("POD_NAME", r.target.as_str()), pod::env("TERMINATION_LOG", "/dev/termination-log")]);
+    if let Some(until) = &r.until {
+        env.push(pod::env("RESTORE_UNTIL", until.as_str()));
+    }
+    let (init, main, mut volumes) = match (&r.storage.persistent_volume_claim, &r.storage.s3) {
+        (Some(pvc), _) => {
+            let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
+            env.push(pod::env("RESTORE_FROM", format!("{dir}/{}", r.name)));
+            if let Some(b) = r.binlogs_from {
+                env.push(pod::env("RESTORE_BINLOGS_FROM", format!("{dir}/{b}")));
+            }
+            let container = Container {
+                volume_mounts: Some(vec![
+                    pod::config_mount(),
+                    pod::mount("tmp", "/tmp", false),
+                    pod::mount("backups", PVC_MOUNT, true),
+                ]),
+                ..server_container(c, "restore", pod::run_script("restore.sh"), env)
+            };
+            (None, container, vec![claim_volume(&pvc.claim_name, true)])
+        }
+        (None, Some(s3)) => {
+            env.push(pod::env("RESTORE_FROM", format!("{STAGING}/{}", r.name)));
+            let mut download_env = s3_env(s3);
+            download_env.push(pod::env("BACKUP_NAME", r.name));
+            let mut script = format!("{S3_COMMON}{DOWNLOAD}");
+            if let Some(b) = r.binlogs_from {
+                env.push(pod::env("RESTORE_BINLOGS_FROM", format!("{STAGING}/{b}")));
+                download_env.push(pod::env("BINLOGS_NAME", b));
+                script.push_str(DOWNLOAD_BINLOGS);
+            }
+            let main = Container {
+                volume_mounts: Some(vec![
+                    pod::config_mount(),
+                    pod::mount("tmp", "/tmp", false),
+                    pod::mount("staging", STAGING, true),
+                ]),
+                ..server_container(c, "restore", pod::run_script("restore.sh"), env)
+            };
+            (Some(uploader(s3, "download", script, download_env)), main, vec![pod::empty_dir("staging")])
+        }
+        (None, None) => unreachable_storage(c),
+    };
+    volumes.extend([pod::config_volume(c), pod::empty_dir("tmp")]);
+    job_spec(&r.labels, init, main, volumes)
+}
+
+/// The CronJob `<name>-backup` of scheduled backups. Jobs never overlap; each
+/// runs in UTC.
+#[must_use]
+pub fn cron_job(name: &str, schedule: &str, b: &BackupPod<'_>) -> CronJob {
+    CronJob {
+        metadata: meta(name, labels::common(&b.cluster.names, labels::JOB)),
+        spec: CronJobSpec {
+            schedule: schedule.to_owned(),
+            time_zone: Some("Etc/UTC".to_owned()),
+            concurrency_policy: Some("Forbid".to_owned()),
+            starting_deadline_seconds: Some(3600),
+            successful_jobs_history_limit: Some(3),
+            failed_jobs_history_limit: Some(3),
+            job_template: JobTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(b.labels.clone()), ..Default::default() }),
+                spec: Some(backup_job_spec(b)),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn job_spec(
+    labels: &BTreeMap<String, String>,
+    init: Option<Container>,
+    main: Container,
+    volumes: Vec<Volume>,
+) -> JobSpec {
+    JobSpec {
+        backoff_limit: Some(BACKOFF_LIMIT),
+        active_deadline_seconds: Some(DEADLINE_SECONDS),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+            spec: Some(PodSpec {
+                restart_policy: Some("Never".to_owned()),
+                init_containers: init.map(|i| vec![i]),
+                containers: vec![main],
+                volumes: Some(volumes),
+                security_context: Some(pod::pod_security()),
+                enable_service_links: Some(false),
+                ..Default::default()
+            }),
+        },
+        ..Default::default()
+    }
+}
+
+fn server_container(c: &Cluster, name: &str, command: Vec<String>, env: Vec<EnvVar>) -> Container {
+    Container {
+        name: name.to_owned(),
+        image: Some(c.image.clone()),
+        command: Some(command),
+        env: Some(env),
+        security_context: Some(pod::container_security()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Default::default()
+    }
+}
+
+fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Container {
+    Container {
+        name: name.to_owned(),
+        image: Some(s3.image.clone().unwrap_or_else(|| DEFAULT_UPLOADER_IMAGE.to_owned())),
+        command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
+        env: Some(env),
+        env_from: Some(vec![EnvFromSource {
+            secret_ref: Some(SecretEnvSource { name: s3.credentials_secret.clone(), optional: Some(false) }),
+            ..Default::default()
+        }]),
+        volume_mounts: Some(vec![pod::mount("tmp", "/tmp", false), pod::mount("staging", STAGING, false)]),
+        security_context: Some(pod::container_security()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Default::default()
+    }
+}
+
+fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
+    let mut env = vec![
+        pod::env("S3_BUCKET", s3.bucket.as_str()),
+        pod::env("S3_PREFIX", s3.prefix.as_deref().unwrap_or_default()),
+        pod::env("AWS_DEFAULT_REGION", s3.region.as_deref().unwrap_or("us-east-1")),
+        pod::env("HOME", "/tmp"),
+    ];
+    if let Some(e) = &s3.endpoint {
+        env.push(pod::env("S3_ENDPOINT", e.as_str()));
+    }
+    env
+}
+
+fn backup_name_env(name: &BackupName) -> EnvVar {
+    match name {
+        BackupName::Fixed(n) => pod::env("BACKUP_NAME", n.as_str()),
+        BackupName::FromJob => EnvVar {
+            name: "BACKUP_NAME".to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.labels['batch.kubernetes.io/job-name']".to_owned(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+fn claim_volume(claim: &str, read_only: bool) -> Volume {
+    Volume {
+        name: "backups".to_owned(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.to_owned(),
+            read_only: read_only.then_some(true),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The CRD makes a store without a target impossible; callers check it too.
+fn unreachable_storage(c: &Cluster) -> (Option<Container>, Container, Vec<Volume>) {
+    let script = "echo '{\"result\":\"error\",\"reason\":\"no-storage\",\"message\":\"no backup storage\"}' > /dev/termination-log; exit 1".to_owned();
+    (None, server_container(c, "backup", vec!["bash".to_owned(), "-c".to_owned(), script], Vec::new()), Vec::new())
+}
+
+/// After a successful scheduled backup on a claim: remove all but the newest
+/// `KEEP` backups named `<RETENTION_JOB_PREFIX>-<digits>` and stale partial
+/// copies of earlier attempts. A failure to prune never fails the backup.
+const PRUNE_DIR: &str = r#"if [ "$rc" = 0 ]; then
+  ( cd "$BACKUP_DIR" && for d in "$RETENTION_JOB_PREFIX"-* ".$RETENTION_JOB_PREFIX"-*.partial; do
+      s=${d#.}; s=${s%.partial}; s=${s#"$RETENTION_JOB_PREFIX"-}
+      [[ -d $d && $s =~ ^[0-9]+$ ]] || continue
+      if [[ $d == .* ]]; then [ "$s" = "${BACKUP_NAME#"$RETENTION_JOB_PREFIX"-}" ] || rm -rf -- "$d"; continue; fi
+      [ -f "$d/result.json" ] && echo "$s"
+    done | sort -rn | tail -n +"$((KEEP + 1))" | while read -r s; do rm -rf -- "$RETENTION_JOB_PREFIX-$s"; done
+  ) || echo "pruning old backups failed" >&2
+fi
+"#;
+
+const S3_COMMON: &str = r#"set -u
+s3() { if [ -n "${S3_ENDPOINT:-}" ]; then aws --endpoint-url "$S3_ENDPOINT" "$@"; else aws "$@"; fi; }
+fail() { printf '{"result":"error","reason":"%s","message":"%s"}\n' "$1" "$2" > /dev/termination-log; exit 1; }
+"#;
+
+const UPLOAD: &str = r#"dest="s3://$S3_BUCKET/$S3_PREFIX/$BACKUP_NAME/"
+s3 s3 cp --recursive --only-show-errors "/backup/$BACKUP_NAME/" "$dest" || fail upload-failed "copying the backup to $dest failed"
+"#;
+
+const PRUNE_S3: &str = r#"s3 s3 ls "s3://$S3_BUCKET/$S3_PREFIX/" | while read -r kind d; do
+    d=${d%/}; s=${d#"$RETENTION_JOB_PREFIX"-}
+    [ "$kind" = PRE ] && [ "$d" = "$RETENTION_JOB_PREFIX-$s" ] || continue
+    case $s in ''|*[!0-9]*) continue ;; esac
+    echo "$s"
+  done | sort -rn | tail -n +"$((KEEP + 1))" | while read -r s; do
+    s3 s3 rm --recursive --only-show-errors "s3://$S3_BUCKET/$S3_PREFIX/$RETENTION_JOB_PREFIX-$s/" || echo "pruning $s failed" >&2
+  done
+"#;
+
+const DOWNLOAD: &str = r#"src="s3://$S3_BUCKET/$S3_PREFIX/$BACKUP_NAME/"
+s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BACKUP_NAME/" || fail download-failed "copying $src failed"
+"#;
+
+const DOWNLOAD_BINLOGS: &str = r#"src="s3://$S3_BUCKET/$S3_PREFIX/$BINLOGS_NAME/"
+s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BINLOGS_NAME/" || fail download-failed "copying $src failed"
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::PvcTarget;
+
+    #[test]
+    fn prefixes_default_to_the_cluster_and_locations_name_the_store() {
+        let pvc = BackupStorage {
+            persistent_volume_claim: Some(PvcTarget { claim_name: "b".to_owned(), prefix: None }),
+            s3: None,
+        };
+        assert_eq!(location(&resolve(&pvc, "db"), "db-backup-1"), "pvc://b/db/db-backup-1");
+        let s3 = BackupStorage {
+            persistent_volume_claim: None,
+            s3: Some(S3Target {
+                endpoint: None,
+                bucket: "bk".to_owned(),
+                prefix: Some("shop/db".to_owned()),
+                region: None,
+                credentials_secret: "s".to_owned(),
+                image: None,
+            }),
+        };
+        assert_eq!(location(&resolve(&s3, "db"), "x"), "s3://bk/shop/db/x");
+    }
+}

@@ -1,0 +1,230 @@
+//! Starting a new cluster from a backup (`spec.restore`).
+//!
+//! `restore.sh` loads the dump without writing it to the binary log and records
+//! the dump's GTID position as already executed, so a replica could not fetch the
+//! restored data from the primary's binary log. Every server is therefore
+//! restored from the same backup to the same point, one restore Job per server
+//! (`<name>-restore-<ordinal>-<suffix>`), all before bootstrap makes the primary
+//! writable: then every server holds the same GTID history and the replicas
+//! simply continue from the primary. Bootstrap waits until every restore Job has
+//! succeeded; a failed one stops the cluster there (delete the Job to retry).
+//! Once the cluster is initialized `spec.restore` is never read again.
+
+use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
+
+use crate::{
+    api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus},
+    build::{
+        backup::{self, RestorePod},
+        meta,
+    },
+    conditions,
+    jobs::{self, Outcome},
+    labels,
+    model::Cluster,
+    names::short_hash,
+    observed::Observed,
+};
+
+/// The `Restored` condition type.
+pub const RESTORED: &str = "Restored";
+/// Purpose label of restore pods.
+pub const PURPOSE: &str = "restore";
+
+/// Where the restore stands after this sync.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Restore {
+    /// Restore Jobs to emit.
+    pub jobs: Vec<Job>,
+    /// `status.restore`.
+    pub status: Option<RestoreStatus>,
+    /// The `Restored` condition: status, reason, message.
+    pub condition: Option<(bool, String, String)>,
+    /// Bootstrap must wait.
+    pub blocks_bootstrap: bool,
+}
+
+impl Restore {
+    fn waiting(
+        phase: BackupPhase,
+        location: Option<String>,
+        until: Option<&str>,
+        reason: &str,
+        message: String,
+    ) -> Self {
+        Self {
+            jobs: Vec::new(),
+            status: Some(RestoreStatus {
+                phase: Some(phase),
+                location,
+                point_in_time: until.map(str::to_owned),
+                restored: 0,
+                message: Some(message.clone()),
+            }),
+            condition: Some((false, reason.to_owned(), message)),
+            blocks_bootstrap: true,
+        }
+    }
+}
+
+/// The backup to restore: its store, name and the flavor it came from when known.
+struct Source {
+    storage: BackupStorage,
+    name: String,
+}
+
+/// Decides the restore step.
+#[must_use]
+pub fn plan(
+    parent: &MySQL,
+    c: &Cluster,
+    observed: &Observed<'_>,
+    backups: &[&MySQLBackup],
+    pods: &[&Pod],
+    previous: &crate::api::MySQLStatus,
+) -> Restore {
+    let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
+    let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
+    if conditions::is_true(&previous.conditions, crate::bootstrap::INITIALIZED)
+        || observed.job(&bootstrap_job).is_some()
+    {
+        // Done before (or the cluster was bootstrapped without it): remembered only.
+        let condition = previous
+            .conditions
+            .iter()
+            .find(|c| c.type_ == RESTORED)
+            .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()));
+        return Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false };
+    }
+    let until = spec.point_in_time.as_deref();
+
+    let source = if let Some(name) = &spec.backup {
+        let Some(b) = backups.iter().find(|b| b.metadata.name.as_deref() == Some(name.as_str())) else {
+            return Restore::waiting(
+                BackupPhase::Pending,
+                None,
+                until,
+                "BackupNotFound",
+                format!("waiting for MySQLBackup {name} in this namespace"),
+            );
+        };
+        let st = b.status.clone().unwrap_or_default();
+        if st.phase != Some(BackupPhase::Succeeded) {
+            return Restore::waiting(
+                BackupPhase::Pending,
+                st.location,
+                until,
+                "BackupNotReady",
+                format!("MySQLBackup {name} has not succeeded (phase {:?})", st.phase.unwrap_or(BackupPhase::Pending)),
+            );
+        }
+        if st.flavor.is_some_and(|f| f != c.flavor) {
+            return Restore::waiting(
+                BackupPhase::Failed,
+                st.location,
+                until,
+                "FlavorMismatch",
+                format!(
+                    "MySQLBackup {name} is a backup of a {} server; this cluster runs {}",
+                    st.flavor.map_or("", |f| f.as_str()),
+                    c.flavor.as_str()
+                ),
+            );
+        }
+        match (st.storage, st.name) {
+            (Some(storage), Some(name)) => Source { storage, name },
+            _ => {
+                return Restore::waiting(
+                    BackupPhase::Failed,
+                    st.location,
+                    until,
+                    "BackupIncomplete",
+                    format!("MySQLBackup {name} records no storage and name"),
+                );
+            }
+        }
+    } else {
+        let (Some(storage), Some(name)) = (spec.storage.as_ref(), spec.name.as_ref()) else {
+            return Restore::waiting(
+                BackupPhase::Failed,
+                None,
+                until,
+                "InvalidRestore",
+                "spec.restore needs backup, or storage and name".to_owned(),
+            );
+        };
+        Source { storage: backup::resolve(storage, &c.names.cluster), name: name.clone() }
+    };
+    let location = backup::location(&source.storage, &source.name);
+    let restore_until = until.map(|t| t.trim_end_matches('Z').replacen('T', " ", 1));
+
+    let mut jobs_out = Vec::new();
+    let (mut done, mut running, mut failed) = (0, 0, Vec::new());
+    let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
+        jobs::has_label(p, labels::JOB_PURPOSE, PURPOSE) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
+    });
+    for ordinal in 0..c.replicas {
+        let target = c.names.pod(ordinal);
+        let name = c.names.job(PURPOSE, &format!("{ordinal}-{}", &short_hash(c.uid.as_bytes())[..5]));
+        let mut pod_labels = labels::common(&c.names, labels::JOB);
+        pod_labels.insert(labels::JOB_PURPOSE.to_owned(), PURPOSE.to_owned());
+        let job = Job {
+            metadata: meta(&name, pod_labels.clone()),
+            spec: Some(backup::restore_job_spec(&RestorePod {
+                cluster: c,
+                storage: &source.storage,
+                name: &source.name,
+                binlogs_from: spec.binlogs_from.as_deref(),
+                until: restore_until.clone(),
+                target: target.clone(),
+                labels: pod_labels,
+            })),
+            ..Default::default()
+        };
+        match observed.job(&name) {
+            Some(existing) => {
+                match jobs::outcome_of_job(existing, by_job.get(name.as_str()).map_or(&[][..], Vec::as_slice)) {
+                    Outcome::Succeeded(..) => done += 1,
+                    Outcome::Running => running += 1,
+                    Outcome::Failed(r, _) => failed.push(format!("{target} ({name}): {}", r.explain())),
+                }
+                jobs_out.push(job);
+            }
+            None if observed.member(&target).is_some_and(|m| m.ready) => {
+                running += 1;
+                jobs_out.push(job);
+            }
+            None => {}
+        }
+    }
+    let pit = until.map_or_else(String::new, |t| format!(" up to {t}"));
+    let (phase, reason, message) = if !failed.is_empty() {
+        (
+            BackupPhase::Failed,
+            "RestoreFailed",
+            format!("restoring {location}{pit} failed on {}; delete the Job to retry", failed.join("; ")),
+        )
+    } else if done == c.replicas {
+        (BackupPhase::Succeeded, "Restored", format!("{done} servers restored from {location}{pit}"))
+    } else if running > 0 {
+        (BackupPhase::Running, "Restoring", format!("{done}/{} servers restored from {location}{pit}", c.replicas))
+    } else {
+        (
+            BackupPhase::Pending,
+            "WaitingForServers",
+            format!("waiting for the servers to be Ready to restore {location}{pit}"),
+        )
+    };
+    Restore {
+        jobs: jobs_out,
+        status: Some(RestoreStatus {
+            phase: Some(phase),
+            location: Some(location),
+            point_in_time: until.map(str::to_owned),
+            restored: done,
+            message: Some(message.clone()),
+        }),
+        condition: Some((phase == BackupPhase::Succeeded, reason.to_owned(), message)),
+        blocks_bootstrap: phase != BackupPhase::Succeeded,
+    }
+}

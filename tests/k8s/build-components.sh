@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Builds the pinned upstream Kubernetes components used by tests/k8s/ from the Go
+# module proxy into a cache outside the repository:
+#
+#   ${MYSQL_HOOK_CACHE:-$HOME/.cache/mysql-hook}/k8s-<K8S_VERSION>/bin/
+#
+#   build-components.sh            etcd + kube-apiserver (what CI needs)
+#   build-components.sh --full     also kube-controller-manager, kube-scheduler, kwok
+#   build-components.sh --print-bin-dir   print the bin dir and exit (builds nothing)
+#
+# Versions are pinned in versions.env beside this script. A binary is rebuilt only
+# when its stamp file (<bin>/<name>.stamp) does not match the pinned version and
+# build recipe, so a warm rerun costs nothing. All logging goes to stderr; the only
+# line on stdout is the bin directory, so callers can do
+#   bin_dir=$(tests/k8s/build-components.sh)
+#
+# k8s.io/kubernetes cannot be built with `go install pkg@version`: its go.mod replaces
+# its staging modules (k8s.io/api, k8s.io/apiserver, ...) with ./staging/src paths
+# that are not part of the module zip. We therefore generate a throwaway main module
+# that requires k8s.io/kubernetes and replaces every staging module it names with the
+# published module of the same release (k8s.io/api => k8s.io/api v0.37.x), and build
+# there. etcd's server module has relative replaces as well, so it gets the same
+# treatment (its sibling modules are published at the same version).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "${here}/versions.env"
+
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+log() { printf 'build-components: %s\n' "$*" >&2; }
+die() { printf 'build-components: ERROR: %s\n' "$*" >&2; exit 1; }
+
+full=0
+print_only=0
+for arg in "$@"; do
+  case "${arg}" in
+    --full) full=1 ;;
+    --print-bin-dir) print_only=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) usage; die "unknown argument: ${arg}" ;;
+  esac
+done
+
+cache_root=${MYSQL_HOOK_CACHE:-${HOME}/.cache/mysql-hook}
+base="${cache_root}/k8s-${K8S_VERSION}"
+bin_dir="${base}/bin"
+build_dir="${base}/build"
+
+if [[ ${print_only} == 1 ]]; then
+  echo "${bin_dir}"
+  exit 0
+fi
+
+command -v go >/dev/null 2>&1 || die "the Go toolchain ('go') is not on PATH; it is needed to build etcd and kube-apiserver ${K8S_VERSION} from the Go module proxy (install Go >= 1.26)"
+
+# A predictable Go environment, whatever the caller has set.
+export GOTOOLCHAIN=local   # never download another toolchain; fail clearly instead
+export GOWORK=off          # a go.work somewhere above must not capture our modules
+export GO111MODULE=on
+export CGO_ENABLED=0       # static binaries, as upstream releases them
+export GOFLAGS="-trimpath -buildvcs=false"
+unset GOOS GOARCH GOBIN || true
+
+mkdir -p "${bin_dir}" "${build_dir}"
+
+# Serialise concurrent runs (e.g. two test processes starting at once).
+exec 9>"${base}/.lock"
+if ! flock -n 9; then
+  log "another build-components.sh is running on this cache; waiting for it"
+  flock 9
+fi
+
+goos_arch=$(go env GOOS)/$(go env GOARCH)
+stamp_for() { # name version
+  printf '%s %s recipe=%s %s\n' "$1" "$2" "${BUILD_RECIPE}" "${goos_arch}"
+}
+up_to_date() { # name version
+  [[ -x "${bin_dir}/$1" && -f "${bin_dir}/$1.stamp" ]] &&
+    [[ "$(cat "${bin_dir}/$1.stamp")" == "$(stamp_for "$1" "$2")" ]]
+}
+install_bin() { # tmpfile name version
+  mv -f "$1" "${bin_dir}/$2"
+  stamp_for "$2" "$3" >"${bin_dir}/$2.stamp"
+}
+now() { date +%s; }
+
+# Prints the path of a module's own go.mod file from the module cache (downloads it).
+gomod_of() { # module@version
+  (cd "${build_dir}" && go mod download -json "$1") |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p'
+}
+
+# ---------------------------------------------------------------------------- etcd
+build_etcd() {
+  local dir="${build_dir}/etcd-${ETCD_VERSION}" t0
+  t0=$(now)
+  log "building etcd ${ETCD_VERSION} (go.etcd.io/etcd/server/v3) in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  printf 'module mysqlhook.local/etcd-build\n\ngo 1.26\n' >"${dir}/go.mod"
+  (cd "${dir}" && go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}")
+  log "etcd: modules resolved after $(( $(now) - t0 ))s; compiling"
+  (cd "${dir}" && go build -tags "grpcnotrace" \
+      -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}" \
+      -o "${dir}/etcd.tmp" go.etcd.io/etcd/server/v3)
+  install_bin "${dir}/etcd.tmp" etcd "${ETCD_VERSION}"
+  log "etcd ${ETCD_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+# ---------------------------------------------------------------------- kubernetes
+build_kubernetes() { # component names (cmd/<name>)
+  local dir="${build_dir}/kubernetes" t0 upstream_mod go_line major minor ldflags
+  local -a pkgs=()
+  t0=$(now)
+  log "building $* from k8s.io/kubernetes@${K8S_VERSION} in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}/out"
+
+  upstream_mod=$(gomod_of "k8s.io/kubernetes@${K8S_VERSION}")
+  [[ -f "${upstream_mod}" ]] || die "could not download the go.mod of k8s.io/kubernetes@${K8S_VERSION}"
+  go_line=$(grep -m1 -E '^go [0-9]' "${upstream_mod}") || die "no go directive in ${upstream_mod}"
+
+  {
+    echo "// Generated by tests/k8s/build-components.sh; throwaway, do not edit."
+    echo "module mysqlhook.local/kubernetes-build"
+    echo
+    echo "${go_line}"
+    grep -E '^godebug ' "${upstream_mod}" || true
+    echo
+    echo "require k8s.io/kubernetes ${K8S_VERSION}"
+    echo
+    echo "replace ("
+    # Every staging replace of upstream (k8s.io/x => ./staging/src/k8s.io/x) becomes
+    # a replace with the published module of the same release.
+    sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\)[[:space:]]*=>[[:space:]]*\./staging/src/.*$#\1#p' "${upstream_mod}" |
+      while read -r m; do printf '\t%s => %s %s\n' "${m}" "${m}" "${K8S_STAGING_VERSION}"; done
+    echo ")"
+  } >"${dir}/go.mod"
+  grep -q "k8s.io/apiserver => k8s.io/apiserver ${K8S_STAGING_VERSION}" "${dir}/go.mod" ||
+    die "found no staging replaces in ${upstream_mod}; has the layout of k8s.io/kubernetes changed?"
+  log "kubernetes: $(grep -c ' => ' "${dir}/go.mod") staging replaces generated from upstream go.mod"
+
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/${c}"); done
+  (cd "${dir}" && go get "${pkgs[@]/%/@${K8S_VERSION}}")
+  log "kubernetes: modules resolved after $(( $(now) - t0 ))s; compiling"
+
+  major=${K8S_VERSION#v}; major=${major%%.*}
+  minor=${K8S_VERSION#v"${major}".}; minor=${minor%%.*}
+  ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X ${p}.gitVersion=${K8S_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
+    ldflags+=" -X ${p}.gitTreeState=clean -X ${p}.buildDate=1970-01-01T00:00:00Z"
+  done
+  # Same tags as upstream's hack/lib/golang.sh.
+  (cd "${dir}" && go build -tags "selinux,notest,grpcnotrace" -ldflags "${ldflags}" -o "${dir}/out/" "${pkgs[@]}")
+  for c in "$@"; do
+    install_bin "${dir}/out/${c}" "${c}" "${K8S_VERSION}"
+  done
+  log "$* ${K8S_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+# ---------------------------------------------------------------------------- kwok
+build_kwok() {
+  local dir="${build_dir}/kwok-${KWOK_VERSION}" t0
+  t0=$(now)
+  log "building kwok ${KWOK_VERSION} (sigs.k8s.io/kwok/cmd/kwok) in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  printf 'module mysqlhook.local/kwok-build\n\ngo 1.26\n' >"${dir}/go.mod"
+  (cd "${dir}" && go get "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}")
+  (cd "${dir}" && go build -ldflags "-s -w" -o "${dir}/kwok.tmp" sigs.k8s.io/kwok/cmd/kwok)
+  install_bin "${dir}/kwok.tmp" kwok "${KWOK_VERSION}"
+  log "kwok ${KWOK_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+# ---------------------------------------------------------------------------- main
+start=$(now)
+k8s_components=(kube-apiserver)
+[[ ${full} == 1 ]] && k8s_components+=(kube-controller-manager kube-scheduler)
+
+if up_to_date etcd "${ETCD_VERSION}"; then
+  log "etcd ${ETCD_VERSION} is up to date"
+else
+  build_etcd
+fi
+
+missing=()
+for c in "${k8s_components[@]}"; do
+  if up_to_date "${c}" "${K8S_VERSION}"; then
+    log "${c} ${K8S_VERSION} is up to date"
+  else
+    missing+=("${c}")
+  fi
+done
+# One go build for all missing Kubernetes components: shared packages compile once.
+[[ ${#missing[@]} -gt 0 ]] && build_kubernetes "${missing[@]}"
+
+if [[ ${full} == 1 ]]; then
+  if up_to_date kwok "${KWOK_VERSION}"; then
+    log "kwok ${KWOK_VERSION} is up to date"
+  else
+    build_kwok
+  fi
+fi
+
+log "done in $(( $(now) - start ))s; binaries in ${bin_dir}"
+echo "${bin_dir}"

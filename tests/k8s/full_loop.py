@@ -1,0 +1,972 @@
+#!/usr/bin/env python3
+"""The full loop: a real Metacontroller drives mysql-hook against a real control plane.
+
+Starts, all on loopback with free ports and all torn down on exit whatever happens:
+
+- etcd + kube-apiserver (harness.py),
+- kube-controller-manager (StatefulSet, Job, EndpointSlice, garbage collector,
+  service account and PV binder controllers) and kube-scheduler,
+- kwok, which plays the kubelet: it initialises fake nodes, makes scheduled pods
+  Running and Ready with a fake pod IP, and completes Job pods (exit 0 with a
+  termination message),
+- the hook (``mysql-hook serve --listen 127.0.0.1:<port>``),
+- Metacontroller out of cluster (``--kubeconfig``), from ``METACONTROLLER_BIN``.
+
+It installs Metacontroller's CRDs (``METACONTROLLER_CRDS``: a file or a directory of
+YAML), our CRD and our CompositeController with its hook URLs pointed at the local
+hook, then walks one cluster through its life (``SCENARIOS`` below: a list of
+functions, so later features add their own steps) and asserts at each step, with a
+timeout and a message that says what was expected and what was seen.
+
+    METACONTROLLER_BIN=/path/to/metacontroller \\
+    METACONTROLLER_CRDS=/path/to/crds.yaml \\
+    python3 tests/k8s/full_loop.py [--hook-bin target/debug/mysql-hook]
+        [--capture-fixtures] [--quiet-seconds 20]
+
+Other knobs: ``MYSQL_HOOK_BIN`` (the hook binary; default: the newest of
+target/{debug,release}/mysql-hook), ``MYSQL_HOOK_K8S_LOGS`` (copy every component's
+log there on teardown), ``MYSQL_HOOK_K8S_BIN_DIR`` (prebuilt control plane
+binaries). Without the kube-controller-manager, kube-scheduler and kwok binaries,
+``build-components.sh --full`` builds them first.
+
+``--capture-fixtures`` runs Metacontroller with ``--zap-log-level=6`` (it then logs
+every hook request body) and stores one sync request of the Running cluster and one
+finalize request as test-fixtures/sync/captured-running/request.json and
+test-fixtures/finalize/captured-deleting/request.json.
+
+Exit status 0 only when every step passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.dont_write_bytecode = True  # no __pycache__ in the work tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import (  # noqa: E402
+    REPO, ApiError, Cluster, HarnessError, ensure_binaries, free_ports, load_yaml_docs,
+)
+
+NAMESPACE = "demo"
+NAME = "db"
+REPLICAS = 3
+API = "mysqlhook.dev/v1alpha1"
+CC_NAME = "mysql-hook"
+FINALIZER = f"metacontroller.io/compositecontroller-{CC_NAME}"
+# The CompositeController's periodic resync, shortened so that the quiet period sees
+# several syncs of a Running cluster (the shipped manifest says 60 s).
+RESYNC_PERIOD_SECONDS = 5
+NODES = ("kwok-node-0", "kwok-node-1", "kwok-node-2")
+POD_CIDR = "10.244.0.0/24"
+STORAGE = "1Gi"
+
+T0 = time.monotonic()
+
+
+def say(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", flush=True)
+
+
+class StepFailed(Exception):
+    """A scenario step's expectation was not met."""
+
+
+# ------------------------------------------------------------------ kwok stages
+# Our own minimal stages (kwok ships none built in): nodes become Ready with plenty
+# of room; pods scheduled to them become Running and Ready with an IP from --cidr;
+# a Job's pod exits 0 with a termination message like the Job scripts write; pods
+# being deleted go away at once.
+KWOK_STAGES = r"""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ["True"]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+      addresses:
+      - address: {{ NodeIP | Quote }}
+        type: InternalIP
+      - address: {{ NodeName | Quote }}
+        type: Hostname
+      allocatable: {cpu: "64", memory: 256Gi, pods: "110"}
+      capacity: {cpu: "64", memory: 256Gi, pods: "110"}
+      nodeInfo:
+        architecture: amd64
+        operatingSystem: linux
+        kubeletVersion: fake
+        kubeProxyVersion: fake
+        containerRuntimeVersion: fake
+        kernelVersion: fake
+        osImage: fake
+        machineID: ""
+        bootID: ""
+        systemUUID: ""
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Pending]}
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ["True"]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: PodScheduled}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        started: true
+        restartCount: 0
+        state: {running: {startedAt: {{ $now | Quote }}}}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}
+      {{ end }}
+      {{ with NodeIPsWith .spec.nodeName }}
+      hostIP: {{ index . 0 | Quote }}
+      {{ end }}
+      {{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+      podIP: {{ index . 0 | Quote }}
+      podIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: job-pod-complete}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Running]}
+    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $primary := "" }}
+      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ end }}
+      conditions:
+      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
+      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        started: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            message: {{ printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary | Quote }}
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-delete}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: Exists}
+  next:
+    delete: true
+"""
+
+
+# ------------------------------------------------------------------ watching
+
+
+class Watcher(threading.Thread):
+    """Streams watch events of one collection into a list (type, object, time)."""
+
+    def __init__(self, k8s: Cluster, path: str, label: str):
+        super().__init__(daemon=True, name=f"watch {label}")
+        self.k8s = k8s
+        self.path = path
+        self.label = label
+        self.events: list[tuple[float, str, dict]] = []
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.rv = ""
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                if not self.rv:
+                    lst = self.k8s.request("GET", self.path)
+                    self.rv = lst["metadata"]["resourceVersion"]
+                    with self.lock:
+                        for obj in lst.get("items", []):
+                            self.events.append((time.monotonic(), "LISTED", obj))
+                url = (f"{self.k8s.server}{self.path}?watch=1&allowWatchBookmarks=false"
+                       f"&timeoutSeconds=30&resourceVersion={self.rv}")
+                req = urllib.request.Request(url)
+                req.add_header("Authorization", f"Bearer {self.k8s.token}")
+                with urllib.request.urlopen(req, timeout=60, context=self.k8s.ssl_ctx) as r:
+                    for line in r:
+                        if self.stopped.is_set():
+                            return
+                        ev = json.loads(line)
+                        if ev.get("type") == "ERROR":
+                            self.rv = ""  # e.g. 410 Gone: list again
+                            break
+                        obj = ev["object"]
+                        self.rv = obj["metadata"].get("resourceVersion", self.rv)
+                        with self.lock:
+                            self.events.append((time.monotonic(), ev["type"], obj))
+            except Exception:  # noqa: BLE001 - reconnect; teardown ends us
+                if self.stopped.is_set():
+                    return
+                time.sleep(0.5)
+
+    def since(self, t: float) -> list[tuple[float, str, dict]]:
+        with self.lock:
+            return [e for e in self.events if e[0] >= t]
+
+    def seen(self, pred: Callable[[str, dict], bool]) -> list[dict]:
+        with self.lock:
+            return [o for _, typ, o in self.events if pred(typ, o)]
+
+
+# ------------------------------------------------------------------ the loop
+
+
+@dataclass
+class Loop:
+    """What every scenario step gets: the cluster, the components, shared facts."""
+
+    k8s: Cluster
+    hook_url: str
+    mc_log: Path
+    watchers: dict[str, Watcher] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    timings: list[tuple[str, float]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    procs_ok: Callable[[], None] = lambda: None
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float, interval: float = 0.25,
+             detail: Callable[[], str] | None = None) -> Any:
+        """Polls check() until it returns something truthy; fails after timeout with
+        what was expected and the last thing seen (detail(), or check's exception)."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            self.procs_ok()
+            try:
+                got = check()
+                if got:
+                    return got
+            except (ApiError, KeyError, IndexError, TypeError) as e:
+                last = f"{type(e).__name__}: {e}"
+            if time.monotonic() > deadline:
+                seen = detail() if detail else last
+                raise StepFailed(f"timed out after {timeout:.0f}s waiting for {what}" +
+                                 (f"\n  last seen: {seen}" if seen else ""))
+            time.sleep(interval)
+
+    def mysql(self) -> dict | None:
+        return self.k8s.get_or_none(API, "MySQL", NAME, NAMESPACE)
+
+    def hook_metrics(self) -> dict[str, float]:
+        """`mysql_hook_requests_total`-style counters by their label text."""
+        with urllib.request.urlopen(f"{self.hook_url}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("#") or "requests" not in line or "{" not in line:
+                continue
+            key, _, value = line.rpartition(" ")
+            if "request_duration" in key or "in_flight" in key:
+                continue
+            try:
+                out[key] = float(value)
+            except ValueError:
+                pass
+        return out
+
+    def hook_calls(self, hook: str) -> int:
+        return int(sum(v for k, v in self.hook_metrics().items() if f'hook="{hook}"' in k))
+
+
+def owned_by(obj: dict, uid: str) -> bool:
+    return any(r.get("uid") == uid and r.get("controller") for r in obj["metadata"].get("ownerReferences") or [])
+
+
+def condition(obj: dict | None, typ: str) -> dict:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == typ:
+            return c
+    return {}
+
+
+def short_status(obj: dict | None) -> str:
+    if obj is None:
+        return "the MySQL does not exist"
+    st = obj.get("status") or {}
+    conds = ", ".join(f"{c.get('type')}={c.get('status')}({c.get('reason')})" for c in st.get("conditions") or [])
+    return (f"phase={st.get('phase')} primary={st.get('primary')} replicas={st.get('replicas')} "
+            f"readyReplicas={st.get('readyReplicas')} conditions=[{conds}]")
+
+
+# ------------------------------------------------------------------ scenarios
+# Each step takes the Loop, asserts, and raises StepFailed with a clear message.
+# Later features (failover, backups, upgrades) add their functions to SCENARIOS.
+
+CHILDREN = [
+    ("apps/v1", "StatefulSet", NAME),
+    ("v1", "Service", f"{NAME}-primary"),
+    ("v1", "Service", f"{NAME}-replicas"),
+    ("v1", "Service", f"{NAME}-headless"),
+    ("v1", "ConfigMap", f"{NAME}-config"),
+    ("v1", "Secret", f"{NAME}-credentials"),
+    ("policy/v1", "PodDisruptionBudget", NAME),
+    ("discovery.k8s.io/v1", "EndpointSlice", f"{NAME}-replicas"),
+]
+
+
+def create_cluster(loop: Loop) -> None:
+    """Create a three-server MySQL."""
+    loop.k8s.ensure_namespace(NAMESPACE)
+    obj = {
+        "apiVersion": API, "kind": "MySQL",
+        "metadata": {"name": NAME, "namespace": NAMESPACE},
+        "spec": {"replicas": REPLICAS, "version": "8.4.3", "storage": {"size": STORAGE},
+                 "deletionPolicy": "Retain"},
+    }
+    created = loop.k8s.create(obj)
+    loop.facts["uid"] = created["metadata"]["uid"]
+    loop.facts["created_at"] = time.monotonic()
+    say(f"created MySQL {NAMESPACE}/{NAME} uid {loop.facts['uid']}")
+
+
+def children_exist(loop: Loop) -> None:
+    """Every child exists, owned (controller ownerReference) by the MySQL."""
+    uid = loop.facts["uid"]
+
+    def missing() -> list[str]:
+        out = []
+        for api, kind, name in CHILDREN:
+            o = loop.k8s.get_or_none(api, kind, name, NAMESPACE)
+            if o is None:
+                out.append(f"{kind} {name}: not found")
+            elif not owned_by(o, uid):
+                out.append(f"{kind} {name}: ownerReferences {o['metadata'].get('ownerReferences')} "
+                           f"do not name the MySQL {uid} as controller")
+        return out
+
+    loop.wait("every child to exist with an owner reference to the MySQL", lambda: not missing(),
+              timeout=60, detail=lambda: "; ".join(missing()) + f"; MySQL {short_status(loop.mysql())}")
+    fin = (loop.mysql() or {}).get("metadata", {}).get("finalizers") or []
+    if FINALIZER not in fin:
+        raise StepFailed(f"the MySQL lacks Metacontroller's finalizer {FINALIZER}: {fin}")
+    say(f"all {len(CHILDREN)} children exist and are owned by the MySQL; finalizer present")
+
+
+def pod_ready(p: dict | None) -> bool:
+    return bool(p) and condition(p, "Ready").get("status") == "True" and bool((p.get("status") or {}).get("podIP"))
+
+
+def pods_ready(loop: Loop) -> None:
+    """kwok makes the three server pods Running and Ready, each with an IP."""
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
+
+    def state() -> str:
+        out = []
+        for n in names:
+            p = loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE)
+            if p is None:
+                out.append(f"{n}: absent")
+            else:
+                st = p.get("status") or {}
+                out.append(f"{n}: phase={st.get('phase')} node={p['spec'].get('nodeName')} "
+                           f"ready={condition(p, 'Ready').get('status')} ip={st.get('podIP')} "
+                           f"scheduled={condition(p, 'PodScheduled').get('message') or condition(p, 'PodScheduled').get('status')}")
+        return "; ".join(out)
+
+    loop.wait("pods db-0..2 Running and Ready with an IP",
+              lambda: all(pod_ready(loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE)) for n in names),
+              timeout=120, detail=state)
+    ips = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
+    if len(set(ips.values())) != len(ips):
+        raise StepFailed(f"pods share IPs: {ips}")
+    loop.facts["ips"] = ips
+    loop.timings.append(("create -> all pods Ready", time.monotonic() - loop.facts["created_at"]))
+    say(f"pods Ready: {ips}")
+
+
+def bootstrap_job_completes(loop: Loop) -> None:
+    """The hook emits the bootstrap Job; it runs and completes; Initialized turns True."""
+    jobs = loop.watchers["jobs"]
+
+    def bootstrap_jobs() -> list[dict]:
+        return jobs.seen(lambda _t, o: o["metadata"]["name"].startswith(f"{NAME}-bootstrap-"))
+
+    seen = loop.wait("the bootstrap Job to be created", bootstrap_jobs, timeout=60,
+                     detail=lambda: short_status(loop.mysql()))
+    job_name = seen[0]["metadata"]["name"]
+    if not owned_by(seen[0], loop.facts["uid"]):
+        raise StepFailed(f"Job {job_name} is not owned by the MySQL: {seen[0]['metadata'].get('ownerReferences')}")
+    loop.wait(f"Job {job_name} to complete",
+              lambda: [o for o in bootstrap_jobs() if condition(o, "Complete").get("status") == "True"],
+              timeout=90, detail=lambda: json.dumps((bootstrap_jobs()[-1].get("status") or {})))
+    init = loop.wait("condition Initialized=True on the MySQL",
+                     lambda: condition(loop.mysql(), "Initialized").get("status") == "True" and loop.mysql(),
+                     timeout=60, detail=lambda: short_status(loop.mysql()))
+    c = condition(init, "Initialized")
+    loop.facts["bootstrap_job"] = job_name
+    say(f"bootstrap Job {job_name} completed; Initialized: {c.get('reason')}: {c.get('message')}")
+
+
+def status_running(loop: Loop) -> None:
+    """Status reaches Running: primary db-0, readyReplicas 3, Ready True; -primary selects db-0."""
+    primary = f"{NAME}-0"
+
+    def running() -> dict | None:
+        m = loop.mysql()
+        st = (m or {}).get("status") or {}
+        ok = (st.get("phase") == "Running" and st.get("primary") == primary
+              and st.get("readyReplicas") == REPLICAS and condition(m, "Ready").get("status") == "True")
+        return m if ok else None
+
+    m = loop.wait(f"phase Running, primary {primary}, readyReplicas {REPLICAS}, Ready=True", running,
+                  timeout=90, detail=lambda: short_status(loop.mysql()))
+    loop.facts["running_at"] = time.monotonic()
+    loop.timings.append(("create -> Running", loop.facts["running_at"] - loop.facts["created_at"]))
+    st = m["status"]
+    if st.get("observedGeneration") != m["metadata"].get("generation"):
+        raise StepFailed(f"status.observedGeneration {st.get('observedGeneration')} != "
+                         f"metadata.generation {m['metadata'].get('generation')}")
+    svc = loop.k8s.get("v1", "Service", f"{NAME}-primary", NAMESPACE)
+    sel = svc["spec"].get("selector") or {}
+    if sel.get("statefulset.kubernetes.io/pod-name") != primary:
+        raise StepFailed(f"Service {NAME}-primary selects {sel}, not pod {primary}")
+    pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                            params={"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(sel.items()))})
+    selected = sorted(p["metadata"]["name"] for p in pods["items"])
+    if selected != [primary]:
+        raise StepFailed(f"Service {NAME}-primary selector {sel} matches pods {selected}, want [{primary}]")
+    # The endpointslice controller must publish the primary's IP for -primary.
+    def primary_slice_ips() -> list[str]:
+        lst = loop.k8s.request("GET", f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices",
+                               params={"labelSelector": f"kubernetes.io/service-name={NAME}-primary"})
+        return sorted(a for s in lst["items"] for e in s.get("endpoints") or [] for a in e.get("addresses") or [])
+
+    want = [loop.facts["ips"][primary]]
+    loop.wait(f"the {NAME}-primary Service's EndpointSlice to list {want}", lambda: primary_slice_ips() == want,
+              timeout=30, detail=lambda: str(primary_slice_ips()))
+    say(f"Running after {loop.timings[-1][1]:.1f}s: {short_status(m)}")
+    say(f"{NAME}-primary selects {selected}, endpoints {want}")
+
+
+def replica_endpoints(loop: Loop) -> None:
+    """The hook-written -replicas EndpointSlice lists the two replicas' IPs, not the primary's."""
+    ips = loop.facts["ips"]
+    want = sorted(ips[f"{NAME}-{i}"] for i in range(1, REPLICAS))
+
+    def got() -> list[str]:
+        s = loop.k8s.get("discovery.k8s.io/v1", "EndpointSlice", f"{NAME}-replicas", NAMESPACE)
+        return sorted(a for e in s.get("endpoints") or [] for a in e.get("addresses") or [])
+
+    loop.wait(f"EndpointSlice {NAME}-replicas to list {want}", lambda: got() == want, timeout=30,
+              detail=lambda: f"{got()} (pod IPs {ips})")
+    s = loop.k8s.get("discovery.k8s.io/v1", "EndpointSlice", f"{NAME}-replicas", NAMESPACE)
+    svc = loop.k8s.get("v1", "Service", f"{NAME}-replicas", NAMESPACE)
+    label = (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
+    if label != svc["metadata"]["name"]:
+        raise StepFailed(f"EndpointSlice {NAME}-replicas has kubernetes.io/service-name={label!r}")
+    slice_ports = sorted((p.get("name"), p.get("port")) for p in s.get("ports") or [])
+    svc_ports = sorted((p.get("name"), p.get("targetPort")) for p in svc["spec"].get("ports") or [])
+    if slice_ports != svc_ports:
+        raise StepFailed(f"EndpointSlice ports {slice_ports} do not match the Service's target ports {svc_ports}")
+    say(f"{NAME}-replicas endpoints {got()} (primary {ips[f'{NAME}-0']} excluded)")
+
+
+QUIET_SECONDS = 20.0
+IGNORED_METADATA = ("resourceVersion", "managedFields", "generation")
+
+
+def diff_paths(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ, as `.a.b[2].c: old -> new` lines."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            if path == ".metadata" and k in IGNORED_METADATA:
+                continue
+            out += diff_paths(a.get(k), b.get(k), f"{path}.{k}")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out += diff_paths(x, y, f"{path}[{i}]")
+        return out
+    if a != b:
+        sa, sb = json.dumps(a), json.dumps(b)
+        return [f"{path or '.'}: {sa[:300]} -> {sb[:300]}"]
+    return []
+
+
+def no_churn(loop: Loop) -> None:
+    """Once Running, nothing is rewritten on every sync: children and the MySQL stay still."""
+    uid = loop.facts["uid"]
+    # Let the syncs that raced with Running settle (the last kube-controller-manager
+    # status writes, the sync answering the Running transition).
+    time.sleep(3)
+    calls_before = loop.hook_calls("sync")
+    start = time.monotonic()
+    say(f"watching the children and the MySQL for {QUIET_SECONDS:.0f}s")
+    time.sleep(QUIET_SECONDS)
+    calls = loop.hook_calls("sync") - calls_before
+    churn: list[str] = []
+    status_only: list[str] = []
+    for label, w in loop.watchers.items():
+        with w.lock:
+            history = list(w.events)
+        last: dict[str, dict] = {}
+        for t, typ, obj in history:
+            key = obj["metadata"]["name"]
+            if t >= start and typ != "LISTED":
+                mine = obj["metadata"].get("uid") == uid or owned_by(obj, uid)
+                if mine:
+                    before = last.get(key)
+                    what = f"{obj.get('kind')} {key}: {typ}"
+                    if typ != "MODIFIED" or before is None:
+                        churn.append(what)
+                    else:
+                        d = diff_paths(before, obj)
+                        spec_like = [x for x in d if not x.startswith(".status")]
+                        if obj.get("kind") == "MySQL" or spec_like:
+                            churn.append(f"{what} ({len(d)} fields)\n      " + "\n      ".join(d[:12]))
+                        elif d:
+                            status_only.append(f"{what} status only: " + "; ".join(d[:4]))
+            last[key] = obj
+    loop.facts["quiet_sync_calls"] = calls
+    say(f"{calls} sync calls answered by the hook during the {QUIET_SECONDS:.0f}s quiet period")
+    for s in status_only:
+        loop.notes.append(f"status-only change during quiet period (not the hook's doing): {s}")
+    if calls < 2:
+        raise StepFailed(f"only {calls} sync calls in {QUIET_SECONDS:.0f}s: the stillness proves nothing "
+                         f"(resyncPeriodSeconds is {RESYNC_PERIOD_SECONDS})")
+    if churn:
+        raise StepFailed("objects changed while the Running cluster was being resynced "
+                         "(an update on every sync):\n    " + "\n    ".join(churn))
+    # Self-check: the watches were live, so the stillness is real. Touch a child
+    # (an annotation Metacontroller's 3-way merge leaves alone) and see it arrive.
+    probe = time.monotonic()
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/services/{NAME}-headless",
+                     {"metadata": {"annotations": {"full-loop/probe": str(probe)}}},
+                     content_type="application/merge-patch+json")
+    loop.wait("the services watch to report the probe annotation",
+              lambda: [o for _, typ, o in loop.watchers["services"].since(probe)
+                       if (o["metadata"].get("annotations") or {}).get("full-loop/probe") == str(probe)],
+              timeout=10)
+    say("no child and no MySQL status was rewritten (watches verified live by a probe edit)")
+
+
+def no_warning_events(loop: Loop) -> None:
+    """No Warning event (e.g. Metacontroller's SyncError) was recorded on the MySQL."""
+    evs = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events",
+                           params={"fieldSelector": f"involvedObject.name={NAME},type=Warning"})["items"]
+    warnings = [f"{e.get('reason')} x{e.get('count', 1)}: {e.get('message')}" for e in evs
+                if (e.get("involvedObject") or {}).get("kind") == "MySQL"]
+    if warnings:
+        raise StepFailed("Warning events on the MySQL:\n    " + "\n    ".join(warnings))
+    say("no Warning events on the MySQL")
+
+
+def delete_cluster(loop: Loop) -> None:
+    """Delete the MySQL: finalize runs, the StatefulSet and pods go, then the MySQL."""
+    calls_before = loop.hook_calls("finalize")
+    loop.facts["deleted_at"] = time.monotonic()
+    loop.k8s.delete(API, "MySQL", NAME, NAMESPACE, wait=False)
+    say("deleted the MySQL")
+
+    def sts_state() -> str:
+        sts = loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE)
+        pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        return (f"StatefulSet {'present' if sts else 'gone'}; pods {[p['metadata']['name'] for p in pods]}; "
+                f"MySQL {short_status(loop.mysql())}")
+
+    loop.wait("the MySQL to be gone", lambda: loop.mysql() is None, timeout=120, detail=sts_state)
+    loop.timings.append(("delete -> MySQL gone", time.monotonic() - loop.facts["deleted_at"]))
+    finalize_calls = loop.hook_calls("finalize") - calls_before
+    if finalize_calls < 1:
+        raise StepFailed("the MySQL went away without a single finalize call")
+    if loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE) is not None:
+        raise StepFailed("the MySQL is gone but its StatefulSet still exists")
+    pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                            params={"labelSelector": "statefulset.kubernetes.io/pod-name"})["items"]
+    if pods:
+        raise StepFailed(f"server pods outlived the MySQL: {[p['metadata']['name'] for p in pods]}")
+    pvcs = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"]
+    say(f"MySQL gone {loop.timings[-1][1]:.1f}s after delete, after {finalize_calls} finalize calls; "
+        f"StatefulSet gone; {len(pvcs)} volume claims kept (deletionPolicy Retain)")
+    if len(pvcs) != REPLICAS:
+        raise StepFailed(f"deletionPolicy Retain should keep {REPLICAS} volume claims, found "
+                         f"{[p['metadata']['name'] for p in pvcs]}")
+
+
+SCENARIOS: list[Callable[[Loop], None]] = [
+    create_cluster,
+    children_exist,
+    pods_ready,
+    bootstrap_job_completes,
+    status_running,
+    replica_endpoints,
+    no_churn,
+    no_warning_events,
+    delete_cluster,
+]
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+def webhook_requests(log: Path) -> list[tuple[str, dict]]:
+    """(url, body) of every hook request Metacontroller logged at --zap-log-level=6."""
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "Webhook request" not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        body = rec.get("body")
+        if isinstance(body, str):
+            try:
+                body = json.loads(body)
+            except ValueError:
+                continue
+        if isinstance(body, dict):
+            out.append((str(rec.get("url", "")), body))
+    return out
+
+
+def capture_fixtures(loop: Loop) -> None:
+    reqs = webhook_requests(loop.mc_log)
+    if not reqs:
+        raise StepFailed(f"no 'Webhook request' lines in {loop.mc_log.name}; is --zap-log-level=6 set?")
+    running = [b for u, b in reqs if u.endswith("/sync")
+               and ((b.get("parent") or {}).get("status") or {}).get("phase") == "Running"]
+    finalizing = [b for u, b in reqs if u.endswith("/finalize") and b.get("finalizing") is True
+                  and (b.get("children") or {}).get("StatefulSet.apps/v1")]
+    if not running:
+        raise StepFailed("no sync request of a Running cluster was logged")
+    if not finalizing:
+        raise StepFailed("no finalize request (finalizing: true, StatefulSet still observed) was logged")
+    for body, dest in ((running[-1], "sync/captured-running"), (finalizing[0], "finalize/captured-deleting")):
+        text = json.dumps(body, indent=2, sort_keys=False) + "\n"
+        if loop.k8s.token in text:
+            raise StepFailed(f"the captured {dest} request contains the API token; not writing it")
+        d = REPO / "test-fixtures" / dest
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "request.json").write_text(text)
+        say(f"wrote {d.relative_to(REPO)}/request.json ({len(text)} bytes)")
+
+
+# ------------------------------------------------------------------ components
+
+
+def hook_binary(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    env = os.environ.get("MYSQL_HOOK_BIN")
+    if env:
+        return Path(env)
+    candidates = [p for p in (REPO / "target/debug/mysql-hook", REPO / "target/release/mysql-hook") if p.exists()]
+    if not candidates:
+        say("no target/*/mysql-hook yet; running cargo build --bin mysql-hook")
+        subprocess.run(["cargo", "build", "--bin", "mysql-hook"], cwd=REPO, check=True)
+        return REPO / "target/debug/mysql-hook"
+    return max(candidates, key=lambda p: p.stat().st_mtime)
+
+
+def crd_docs(path: Path) -> list[dict]:
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")) if path.is_dir() else [path]
+    docs = [d for f in files for d in load_yaml_docs(f) if d.get("kind") == "CustomResourceDefinition"]
+    if not docs:
+        raise HarnessError(f"METACONTROLLER_CRDS={path} holds no CustomResourceDefinition")
+    return docs
+
+
+def compositecontroller(hook_url: str) -> dict:
+    docs = [d for d in load_yaml_docs(REPO / "metacontroller/compositecontroller.yaml")
+            if d.get("kind") == "CompositeController"]
+    if len(docs) != 1:
+        raise HarnessError("metacontroller/compositecontroller.yaml should hold one CompositeController")
+    cc = docs[0]
+    for name, hook in (cc["spec"].get("hooks") or {}).items():
+        url = hook["webhook"]["url"]
+        hook["webhook"]["url"] = hook_url + "/" + url.rsplit("/", 1)[1]
+    cc["spec"]["resyncPeriodSeconds"] = RESYNC_PERIOD_SECONDS
+    return cc
+
+
+def wait_http(url: str, what: str, timeout: float, procs_ok: Callable[[], None]) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        procs_ok()
+        try:
+            with urllib.request.urlopen(url, timeout=3) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as e:
+            last = str(e)
+        time.sleep(0.25)
+    raise HarnessError(f"{what} not healthy at {url} after {timeout:.0f}s: {last}")
+
+
+def run(args: argparse.Namespace) -> int:
+    mc_bin = Path(os.environ["METACONTROLLER_BIN"])
+    mc_crds = Path(os.environ["METACONTROLLER_CRDS"])
+    for p, what in ((mc_bin, "METACONTROLLER_BIN"), (mc_crds, "METACONTROLLER_CRDS")):
+        if not p.exists():
+            raise HarnessError(f"{what}={p} does not exist")
+    if not os.access(mc_bin, os.X_OK):
+        raise HarnessError(f"METACONTROLLER_BIN={mc_bin} is not executable")
+    hook_bin = hook_binary(args.hook_bin)
+    if not os.access(hook_bin, os.X_OK):
+        raise HarnessError(f"the hook binary {hook_bin} is not executable")
+
+    bin_dir = ensure_binaries(full=False) if os.environ.get("MYSQL_HOOK_K8S_BIN_DIR") else None
+    if bin_dir is None:
+        bin_dir = Path(subprocess.run(["bash", str(Path(__file__).parent / "build-components.sh"),
+                                       "--print-bin-dir"], stdout=subprocess.PIPE, text=True,
+                                      check=True).stdout.strip())
+    needed = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+    if not all(os.access(bin_dir / b, os.X_OK) for b in needed):
+        say(f"some of {', '.join(needed)} missing in {bin_dir}; running build-components.sh --full")
+        bin_dir = ensure_binaries(full=True)
+    missing = [b for b in needed if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        raise HarnessError(f"no {', '.join(missing)} in {bin_dir}")
+    say(f"control plane binaries: {bin_dir}; hook: {hook_bin}; metacontroller: {mc_bin}")
+
+    results: list[tuple[str, str, float]] = []
+    with Cluster(bin_dir=bin_dir) as k8s:
+        tmp = k8s.tmp
+        assert tmp is not None
+
+        def procs_ok() -> None:
+            for name, p in k8s.procs:
+                if p.poll() is not None:
+                    raise HarnessError(f"{name} exited with status {p.returncode}; last log lines:\n"
+                                       f"{k8s.log_tail(name)}")
+
+        kcm_port, sched_port, kwok_port, hook_port, mc_metrics, mc_health = free_ports(6)
+        kubeconfig = str(k8s.kubeconfig)
+        k8s.spawn("kube-controller-manager", [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={kcm_port}",
+            "--leader-elect=false",
+            "--controllers=statefulset-controller,job-controller,endpointslice-controller,"
+            "garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,"
+            "persistentvolume-binder-controller",
+            f"--service-account-private-key-file={tmp / 'sa.key'}",
+            f"--root-ca-file={tmp / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--concurrent-statefulset-syncs=5",
+            "--v=1",
+        ])
+        k8s.spawn("kube-scheduler", [
+            str(bin_dir / "kube-scheduler"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
+            "--leader-elect=false", "--v=1",
+        ])
+        (tmp / "kwok.yaml").write_text(KWOK_STAGES)
+        k8s.spawn("kwok", [
+            str(bin_dir / "kwok"),
+            f"--kubeconfig={kubeconfig}",
+            f"--config={tmp / 'kwok.yaml'}",
+            "--manage-all-nodes=true",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=10.240.0.1",
+            f"--server-address=127.0.0.1:{kwok_port}",
+        ])
+        hook_url = f"http://127.0.0.1:{hook_port}"
+        k8s.spawn("mysql-hook", [str(hook_bin), "serve", "--listen", f"127.0.0.1:{hook_port}"])
+        wait_http(f"{hook_url}/healthz", "mysql-hook", 30, procs_ok)
+
+        for doc in crd_docs(mc_crds):
+            k8s.apply(doc)
+            k8s.wait_for_crd_established(doc["metadata"]["name"])
+        for doc in load_yaml_docs(REPO / "metacontroller/crd.yaml"):
+            k8s.apply(doc)
+            k8s.wait_for_crd_established(doc["metadata"]["name"])
+        k8s.wait_for_kind(API, "MySQL")
+
+        # Fake nodes (kwok makes them Ready) and volumes for the volume claims.
+        for n in NODES:
+            k8s.create({"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": n, "labels": {"kubernetes.io/hostname": n, "type": "kwok"},
+                                     "annotations": {"kwok.x-k8s.io/node": "fake"}}})
+            # The API server's admission taints a new Node not-ready; the node
+            # lifecycle controller (not run here: nothing would heartbeat) would lift it.
+            k8s.request("PATCH", f"/api/v1/nodes/{n}", {"spec": {"taints": None}},
+                        content_type="application/merge-patch+json")
+        for i in range(REPLICAS + 1):
+            k8s.create({"apiVersion": "v1", "kind": "PersistentVolume",
+                        "metadata": {"name": f"pv-{i}"},
+                        "spec": {"capacity": {"storage": STORAGE}, "accessModes": ["ReadWriteOnce"],
+                                 "persistentVolumeReclaimPolicy": "Retain",
+                                 "hostPath": {"path": f"/tmp/fake-pv-{i}"}}})
+
+        mc_log_level = "6" if args.capture_fixtures else "4"
+        k8s.spawn("metacontroller", [
+            str(mc_bin), f"--kubeconfig={kubeconfig}", "--leader-election=false",
+            "--discovery-interval=5s", f"--metrics-address=127.0.0.1:{mc_metrics}",
+            f"--health-probe-bind-address=127.0.0.1:{mc_health}", "--pprof-address=0",
+            "--client-go-qps=50", "--client-go-burst=100", "--workers=5",
+            "--zap-encoder=json", f"--zap-log-level={mc_log_level}",
+        ])
+        wait_http(f"http://127.0.0.1:{mc_health}/readyz", "metacontroller", 60, procs_ok)
+        k8s.apply(compositecontroller(hook_url))
+        say(f"all components up: kube-controller-manager, kube-scheduler, kwok, mysql-hook at {hook_url}, "
+            "metacontroller; CompositeController applied")
+
+        loop = Loop(k8s=k8s, hook_url=hook_url, mc_log=tmp / "metacontroller.log", procs_ok=procs_ok)
+        ns = f"/namespaces/{NAMESPACE}"
+        for label, path in (("mysqls", f"/apis/{API}{ns}/mysqls"),
+                            ("statefulsets", f"/apis/apps/v1{ns}/statefulsets"),
+                            ("services", f"/api/v1{ns}/services"),
+                            ("configmaps", f"/api/v1{ns}/configmaps"),
+                            ("secrets", f"/api/v1{ns}/secrets"),
+                            ("pdbs", f"/apis/policy/v1{ns}/poddisruptionbudgets"),
+                            ("endpointslices", f"/apis/discovery.k8s.io/v1{ns}/endpointslices"),
+                            ("jobs", f"/apis/batch/v1{ns}/jobs")):
+            w = Watcher(k8s, path, label)
+            loop.watchers[label] = w
+            w.start()
+
+        failed = False
+        for step in SCENARIOS:
+            name = step.__name__
+            if failed:
+                results.append((name, "SKIP", 0.0))
+                continue
+            t = time.monotonic()
+            say(f"STEP  {name}: {(step.__doc__ or '').strip()}")
+            try:
+                step(loop)
+                results.append((name, "PASS", time.monotonic() - t))
+            except (StepFailed, ApiError, HarnessError) as e:
+                failed = True
+                results.append((name, "FAIL", time.monotonic() - t))
+                say(f"FAIL  {name}: {e}")
+                for comp in ("metacontroller", "mysql-hook"):
+                    tail = "\n".join(l[:400] for l in k8s.log_tail(comp, 400).splitlines()
+                                     if re.search(r'"level":"(error|warn)"|\b(ERROR|WARN)\b', l))[-4000:]
+                    if tail:
+                        say(f"errors/warnings in the {comp} log:\n{tail}")
+        if not failed and args.capture_fixtures:
+            try:
+                capture_fixtures(loop)
+            except StepFailed as e:
+                failed = True
+                say(f"FAIL  capture_fixtures: {e}")
+        for w in loop.watchers.values():
+            w.stopped.set()
+
+    print("\nfull loop summary:")
+    for name, res, secs in results:
+        print(f"  {res:4}  {name:26} {secs:6.1f}s")
+    for what, secs in loop.timings:
+        print(f"  timing: {what}: {secs:.1f}s")
+    for n in loop.notes:
+        print(f"  note: {n}")
+    print(f"full loop: {'FAILED' if failed else 'passed'} in {time.monotonic() - T0:.0f}s", flush=True)
+    return 1 if failed else 0
+
+
+def main() -> int:
+    global QUIET_SECONDS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hook-bin", help="the mysql-hook binary (default: $MYSQL_HOOK_BIN or target/*/mysql-hook)")
+    ap.add_argument("--capture-fixtures", action="store_true",
+                    help="log hook bodies (--zap-log-level=6) and write the captured-* fixtures")
+    ap.add_argument("--quiet-seconds", type=float, default=QUIET_SECONDS,
+                    help="how long a Running cluster must stay still (default %(default)s)")
+    args = ap.parse_args()
+    QUIET_SECONDS = args.quiet_seconds
+    missing = [v for v in ("METACONTROLLER_BIN", "METACONTROLLER_CRDS") if not os.environ.get(v)]
+    if missing:
+        print(f"full loop skipped: {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set "
+              "(METACONTROLLER_BIN: a Metacontroller binary; METACONTROLLER_CRDS: its CRD YAML file or "
+              "directory)", flush=True)
+        return 0
+    try:
+        return run(args)
+    except HarnessError as e:
+        print(f"full loop: FAILED to set up: {e}", flush=True)
+        return 1
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

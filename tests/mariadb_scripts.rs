@@ -1,0 +1,30 @@
+//! Runs the in-cluster scripts (hooks/scripts) against real MariaDB servers:
+//! `python3 -m pytest -q tests/scripts`.  The harness installs Debian's
+//! mariadb-server when it is missing and we are root, and fails (never skips)
+//! when it cannot run.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn mariadb_scripts_pass_against_real_servers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/scripts"])
+        .current_dir(root)
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run python3 -m pytest: {e}"),
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "pytest tests/scripts failed ({}):\n{stdout}\n{stderr}", out.status);
+    // A run that collected or executed nothing is not a pass.
+    assert!(
+        stdout.contains(" passed") && !stdout.contains(" skipped"),
+        "pytest tests/scripts ran no test or skipped some:\n{stdout}"
+    );
+}

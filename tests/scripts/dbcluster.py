@@ -1,0 +1,385 @@
+"""Throwaway MariaDB servers on 127.0.0.1 for testing hooks/scripts.
+
+Stdlib only.  Each server gets its own data dir (copied from one template made
+with mariadb-install-db), socket, free TCP port, and the cnf in this directory
+plus the per-pod file that hooks/scripts/init.sh writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+SCRIPTS = REPO / "hooks" / "scripts"
+SHARED_CNF = HERE / "mariadb.cnf"
+
+# Deliberately awkward passwords: quotes, backslash, spaces, '#', '$'.
+ROOT_PASSWORD = "r00t 'pw\" #$\\x"
+REPL_PASSWORD = "re'pl\\ pw#1$"
+APP_PASSWORD = "app-pw"
+
+
+class SetupError(RuntimeError):
+    pass
+
+
+def _die_with_parent():
+    """preexec_fn: the server gets SIGKILL when the test process dies, so a
+    killed test run leaves no mariadbd behind (Linux prctl PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except Exception:  # noqa: BLE001 - best effort, teardown still kills
+        pass
+
+
+def find_mariadbd() -> str | None:
+    for cand in (shutil.which("mariadbd"), "/usr/sbin/mariadbd", shutil.which("mysqld"), "/usr/sbin/mysqld"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+def ensure_mariadb() -> str:
+    """Return the mariadbd path, installing Debian's packages if we are root."""
+    exe = find_mariadbd()
+    if exe and shutil.which("mariadb") and shutil.which("mariadb-install-db"):
+        return exe
+    if os.geteuid() != 0:
+        raise SetupError(
+            "MariaDB server not found (mariadbd, mariadb, mariadb-install-db) and not root: "
+            "install it with `apt-get install -y --no-install-recommends mariadb-server mariadb-client`"
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "mariadb-server", "mariadb-client"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SetupError("apt-get install mariadb-server failed:\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    exe = find_mariadbd()
+    if not exe:
+        raise SetupError("mariadbd still missing after apt-get install")
+    return exe
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def client_cnf(path: Path, user: str, password: str) -> Path:
+    pw = password.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text(f'[client]\nuser={user}\npassword="{pw}"\n')
+    path.chmod(0o600)
+    return path
+
+
+class Server:
+    def __init__(self, world: "World", name: str, tag: str = ""):
+        self.world = world
+        self.name = name
+        self.base = world.root / tag / name if tag else world.root / name
+        self.datadir = self.base / "data"
+        self.confdir = self.base / "conf.d"
+        self.sock = self.base / "mysqld.sock"
+        self.cnf = self.base / "server.cnf"
+        self.errlog = self.base / "error.log"
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    def create(self):
+        self.base.mkdir(parents=True)
+        os.chmod(self.base.parent, 0o755)
+        shutil.copytree(self.world.template, self.datadir, symlinks=True)
+        self.confdir.mkdir()
+        self.cnf.write_text(
+            f"!include {SHARED_CNF}\n"
+            "[mysqld]\n"
+            "# test-only plumbing\n"
+            f"datadir = {self.datadir}\n"
+            f"socket = {self.sock}\n"
+            f"port = {self.port}\n"
+            "bind_address = 127.0.0.1\n"
+            f"pid_file = {self.base / 'mysqld.pid'}\n"
+            f"log_error = {self.errlog}\n"
+            "innodb_buffer_pool_size = 64M\n"
+            "innodb_log_file_size = 16M\n"
+            "performance_schema = OFF\n"
+            f"!includedir {self.confdir}\n"
+        )
+
+    def start(self, timeout: float = 60):
+        assert self.proc is None or self.proc.poll() is not None
+        args = [self.world.mariadbd, f"--defaults-file={self.cnf}"]
+        if os.geteuid() == 0:
+            args.append("--user=root")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SetupError(f"{self.name}: mariadbd exited {self.proc.returncode}:\n" + self.tail_log())
+            try:
+                self.query("SELECT 1")
+                return
+            except subprocess.CalledProcessError as e:
+                if "1045" in (e.stderr or ""):
+                    raise SetupError(f"{self.name}: {e.stderr}") from e
+                time.sleep(0.2)
+        raise SetupError(f"{self.name}: not ready after {timeout}s\n" + self.tail_log())
+
+    def kill(self):
+        """SIGKILL: a crash, nothing flushed beyond what is durable."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail_log(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.errlog.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no error log)"
+
+    # -- SQL -------------------------------------------------------------
+    def client_args(self, user: str = "root") -> list[str]:
+        cnf = self.world.cnf_root if user == "root" else self.world.cnf_app
+        return ["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
+                "-P", str(self.port), "--connect-timeout=5", "-N", "-B"]
+
+    def query(self, q: str, user: str = "root", timeout: float = 60) -> list[list[str]]:
+        r = subprocess.run(self.client_args(user) + ["-e", q], capture_output=True, text=True, timeout=timeout,
+                           errors="surrogateescape")
+        if r.returncode != 0:
+            raise subprocess.CalledProcessError(r.returncode, q, r.stdout, r.stderr)
+        return [line.split("\t") for line in r.stdout.splitlines()]
+
+    def value(self, q: str, user: str = "root"):
+        rows = self.query(q, user)
+        return rows[0][0] if rows else None
+
+    def socket_query(self, q: str) -> str:
+        """Over the unix socket as root without password (only before setup)."""
+        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={self.sock}", "-N", "-B", "-e", q],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise SetupError(f"{self.name}: {q}: {r.stderr}")
+        return r.stdout
+
+    def read_only(self) -> bool:
+        return self.value("SELECT @@global.read_only") == "1"
+
+    def replica_status(self) -> dict[str, str]:
+        args = [a for a in self.client_args() if a != "-N"]
+        out = subprocess.run(args + ["-E", "-e", "SHOW SLAVE STATUS"], capture_output=True,
+                             text=True, timeout=30, check=True).stdout
+        st = {}
+        for line in out.splitlines():
+            if ":" in line and not line.startswith("*"):
+                k, _, v = line.partition(":")
+                st[k.strip()] = v.strip()
+        return st
+
+    def replicating_from(self, other: "Server") -> bool:
+        st = self.replica_status()
+        return (st.get("Master_Port") == str(other.port) and st.get("Slave_IO_Running") == "Yes"
+                and st.get("Slave_SQL_Running") == "Yes")
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class World:
+    """A temp directory with a template data dir and any number of servers."""
+
+    def __init__(self):
+        self.mariadbd = ensure_mariadb()
+        self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
+        os.chmod(self.root, 0o755)
+        self.template = self.root / "template"
+        self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
+        self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
+        self.servers: list[Server] = []
+        self._make_template()
+
+    def _make_template(self):
+        """mariadb-install-db once; root@'%' gets a password (as the images'
+        entrypoints do), written with sql_log_bin=0 so no GTID is consumed."""
+        args = ["mariadb-install-db", "--no-defaults", f"--datadir={self.template}",
+                "--auth-root-authentication-method=normal", "--skip-test-db"]
+        if os.geteuid() == 0:
+            args.append("--user=root")
+        r = subprocess.run(args, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SetupError("mariadb-install-db failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
+        sock = self.root / "template.sock"
+        cmd = [self.mariadbd, "--no-defaults", f"--datadir={self.template}", f"--socket={sock}",
+               "--skip-networking", "--skip-log-bin", f"--log-error={self.root / 'template.err'}",
+               f"--pid-file={self.root / 'template.pid'}", "--innodb-buffer-pool-size=32M",
+               "--innodb-log-file-size=16M"]
+        if os.geteuid() == 0:
+            cmd.append("--user=root")
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=_die_with_parent)
+        try:
+            deadline = time.time() + 60
+            while True:
+                r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-e", "SELECT 1"],
+                                   capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
+                if p.poll() is not None or time.time() > deadline:
+                    raise SetupError("template server did not start:\n" + (self.root / "template.err").read_text())
+                time.sleep(0.2)
+            rp = ROOT_PASSWORD.replace("\\", "\\\\").replace("'", "''")
+            setup = (
+                "SET SESSION sql_log_bin=0;"
+                f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{rp}';"
+            )
+            hosts = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-N", "-B", "-e",
+                                    "SELECT host FROM mysql.user WHERE user='root' AND host NOT IN ('localhost')"],
+                                   capture_output=True, text=True, check=True).stdout.split()
+            setup += "".join(f"DROP USER 'root'@'{h}';" for h in hosts)
+            setup += ("DELETE FROM mysql.global_priv WHERE user='';"  # anonymous accounts
+                      f"CREATE USER 'root'@'%' IDENTIFIED BY '{rp}';"
+                      "GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;"
+                      "FLUSH PRIVILEGES;")
+            r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-e", setup],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SetupError("template setup failed: " + r.stderr)
+        finally:
+            p.terminate()
+            p.wait(60)
+
+    def server(self, name: str, tag: str = "") -> Server:
+        s = Server(self, name, tag)
+        s.create()
+        self.servers.append(s)
+        return s
+
+    def close(self):
+        for s in self.servers:
+            try:
+                s.kill()
+            except Exception:  # noqa: BLE001 - best effort teardown
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def pods_env(servers: list[Server]) -> str:
+    return " ".join(f"{s.name}={s.addr}" for s in servers)
+
+
+class ScriptResult:
+    def __init__(self, proc: subprocess.CompletedProcess, term_log: Path, seconds: float):
+        self.rc = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.seconds = seconds
+        lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+        self.line = lines[-1] if lines else ""
+        self.term = term_log.read_text() if term_log.exists() else ""
+        try:
+            self.json = json.loads(self.line)
+        except ValueError:
+            self.json = {}
+
+    def __repr__(self):
+        return f"rc={self.rc} json={self.line}\n--- stderr ---\n{self.stderr[-4000:]}"
+
+
+def run_script(name: str, world: World, env: dict[str, str], timeout: float = 300) -> ScriptResult:
+    """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line."""
+    term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
+    term.write_text("")
+    full = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(world.root),
+        "TMPDIR": str(world.root),
+        "FLAVOR": "mariadb",
+        "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD,
+        "REPLICATION_PASSWORD": REPL_PASSWORD,
+        "TERMINATION_LOG": str(term),
+    }
+    full.update(env)
+    t0 = time.time()
+    proc = subprocess.run(["bash", str(SCRIPTS / name)], env=full, capture_output=True, text=True, timeout=timeout)
+    res = ScriptResult(proc, term, time.time() - t0)
+    term.unlink(missing_ok=True)
+    # the termination message must be the same single line as stdout's last one
+    assert res.term.strip() == res.line, f"termination log differs from stdout: {res.term!r} vs {res.line!r}"
+    assert len(res.line.encode()) < 4096
+    return res
+
+
+class Writer(threading.Thread):
+    """Inserts numbered rows, autocommit, one client process per INSERT; a row
+    counts as acknowledged only when its INSERT returned OK (exit status 0)."""
+
+    def __init__(self, target: Server | callable, start: int, label: str = "w", stop_on_error: bool = True,
+                 max_rows: int = 100000, max_seconds: float = 60):
+        super().__init__(daemon=True)
+        self.target = target
+        self.n = start
+        self.label = label
+        self.stop_on_error = stop_on_error
+        self.max_rows = max_rows
+        self.max_seconds = max_seconds
+        self.acked: list[int] = []
+        self.acked_by: dict[int, int] = {}   # n -> port of the server that said OK
+        self.errors = 0
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        t_end = time.time() + self.max_seconds
+        while not self.stop_flag.is_set() and time.time() < t_end and len(self.acked) < self.max_rows:
+            srv = self.target() if callable(self.target) else self.target
+            n = self.n
+            q = (f"INSERT INTO hook.t (n, writer, sid, ts) VALUES ({n}, '{self.label}', @@server_id, NOW(6))")
+            try:
+                r = subprocess.run(srv.client_args("app") + ["-e", q], capture_output=True, text=True, timeout=120)
+                ok = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            if ok:
+                self.acked.append(n)
+                self.acked_by[n] = srv.port
+                self.n += 1
+            else:
+                self.errors += 1
+                self.n += 1   # never reuse a number that may have been committed
+                if self.stop_on_error:
+                    return
+                time.sleep(0.01)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join(180)
