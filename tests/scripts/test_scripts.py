@@ -177,6 +177,7 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
     s = world.server("db-0", request.node.name)
     stage = s.datadir / ".mysql-hook-init"
     try:
+        (s.datadir / "lost+found").mkdir(parents=True)   # a fresh ext4 volume is not empty
         # leftovers of an attempt that crashed before `ready`: thrown away
         (stage / "data").mkdir(parents=True)
         (stage / "data" / "junk").write_text("half-initialized")
@@ -583,6 +584,7 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
     # full restore into a fresh server
     fresh = world.server("db-0", request.node.name + "-restore")
     try:
+        (fresh.datadir / "lost+found").mkdir(parents=True)   # a fresh ext4 volume
         fresh.initialize()
         fresh.start()
         renv = {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(bdir / "full-1")}
