@@ -49,6 +49,8 @@ class Cluster:
         with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
             for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
                 assert r.json["created"] is True, r
+        # sequentially, from this thread: a server gets SIGKILL when the thread
+        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
         for s in self.servers:
             s.start()
 
