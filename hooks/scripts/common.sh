@@ -583,10 +583,13 @@ repl_user_ok() {
 }
 
 # Application schemas (what a backup dumps).  The hook's own marker schema
-# _mysqlhook (written by restore.sh) is excluded.
+# _mysqlhook (written by restore.sh) is excluded, and so are MariaDB's
+# '#mysql50#...' names: any directory in the data dir shows up as a schema,
+# e.g. `#mysql50#lost+found` on an ext4 volume.
 sql_user_schemas() {
   sql "$1" "SELECT schema_name FROM information_schema.schemata
     WHERE schema_name NOT IN ('mysql','sys','information_schema','performance_schema','_mysqlhook')
+      AND schema_name NOT LIKE '#mysql50#%'
     ORDER BY schema_name"
 }
 # Binary log files present on POD, oldest first (name<TAB>size).

@@ -1,14 +1,28 @@
 """Throwaway MariaDB servers on 127.0.0.1 for testing hooks/scripts.
 
-Stdlib only.  Each server gets its own data dir (copied from one template made
-with mariadb-install-db), socket, free TCP port, and the cnf in this directory
-plus the per-pod file that hooks/scripts/init.sh writes.
+Stdlib only.  Each server is set up the way a pod of the hook's StatefulSet
+is: hooks/scripts/init.sh copies the hook's rendered my.cnf into the server's
+conf.d, writes the per-pod server-id.cnf and initializes the empty data dir
+(root@'localhost' and root@'%' with the root password, no GTID).  The my.cnf
+is the one the hook renders for MariaDB, read from the committed golden
+fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config`, key `my.cnf`), plus
+
+- options the scripts need that the rendered file lacks (NEEDED_OPTIONS; the
+  ones actually added are in World.added_options and printed in the summary),
+- test-local plumbing: datadir, socket, port, pid file, bind address
+  127.0.0.1, tmpdir (each pod has its own /tmp), error log, small InnoDB
+  buffers.
+
+The server is started with --defaults-file=server.cnf, which only includes the
+server's conf.d (as the images' /etc/mysql/my.cnf includes /etc/mysql/conf.d).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -21,12 +35,59 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCRIPTS = REPO / "hooks" / "scripts"
-SHARED_CNF = HERE / "mariadb.cnf"
+HOOK_CNF_FIXTURE = REPO / "test-fixtures" / "sync" / "mariadb-new-cluster" / "response.json"
+
+# What the scripts rely on (hooks/scripts/README.md, "Replication rules"), MariaDB
+# spelling.  Only the options the rendered my.cnf does not set are appended.
+NEEDED_OPTIONS = {
+    "log_bin": "binlog",
+    "binlog_format": "ROW",
+    "log_slave_updates": "ON",
+    "gtid_strict_mode": "ON",
+    "gtid_domain_id": "0",
+    "sync_binlog": "1",
+    "innodb_flush_log_at_trx_commit": "1",
+    "read_only": "ON",
+    "relay_log_recovery": "ON",
+    "skip_slave_start": "ON",
+    "slave_net_timeout": "10",
+    "rpl_semi_sync_slave_enabled": "ON",
+    "rpl_semi_sync_master_wait_point": "AFTER_SYNC",
+    "rpl_semi_sync_master_timeout": "4294967295",
+    "rpl_semi_sync_master_wait_no_slave": "ON",
+    "skip_name_resolve": "ON",
+}
 
 # Deliberately awkward passwords: quotes, backslash, spaces, '#', '$'.
 ROOT_PASSWORD = "r00t 'pw\" #$\\x"
 REPL_PASSWORD = "re'pl\\ pw#1$"
 APP_PASSWORD = "app-pw"
+
+
+def hook_mariadb_cnf() -> str:
+    """The my.cnf the hook renders for a MariaDB cluster (golden fixture)."""
+    resp = json.loads(HOOK_CNF_FIXTURE.read_text())
+    for child in resp["children"]:
+        if child.get("kind") == "ConfigMap" and child["metadata"]["name"] == "db-config":
+            return child["data"]["my.cnf"]
+    raise SetupError(f"no ConfigMap db-config in {HOOK_CNF_FIXTURE}")
+
+
+def cnf_options(text: str) -> dict[str, str]:
+    """[mysqld] options of an option file; '-' and '_' are the same."""
+    out, section = {}, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        m = re.fullmatch(r"\[(.+)\]", line)
+        if m:
+            section = m.group(1).strip()
+            continue
+        if section in ("mysqld", "server", "mariadb", "mariadbd"):
+            k, _, v = line.partition("=")
+            out[k.strip().replace("-", "_")] = v.strip()
+    return out
 
 
 class SetupError(RuntimeError):
@@ -74,10 +135,29 @@ def ensure_mariadb() -> str:
     return exe
 
 
+_PORTS_GIVEN: set[int] = set()   # handed out in this run, not yet bound
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: a port from the ephemeral range
+    can be taken by any outgoing connection (our own clients included) between
+    this call and the server's bind, seconds later once init.sh ran."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(10000, max(low, 10001))
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _PORTS_GIVEN.add(port)
+            return port
+    raise SetupError("no free TCP port below the ephemeral range")
 
 
 def client_cnf(path: Path, user: str, password: str) -> Path:
@@ -96,31 +176,48 @@ class Server:
         self.confdir = self.base / "conf.d"
         self.sock = self.base / "mysqld.sock"
         self.cnf = self.base / "server.cnf"
+        self.hook_cnf = self.base / "my.cnf"
+        self.tmpdir = self.base / "tmp"   # a pod's private /tmp (servers clean #sql* files there)
         self.errlog = self.base / "error.log"
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
 
     # -- lifecycle -------------------------------------------------------
     def create(self):
+        """Empty data dir and conf.d; the option files init.sh and the server read."""
         self.base.mkdir(parents=True)
         os.chmod(self.base.parent, 0o755)
-        shutil.copytree(self.world.template, self.datadir, symlinks=True)
         self.confdir.mkdir()
-        self.cnf.write_text(
-            f"!include {SHARED_CNF}\n"
-            "[mysqld]\n"
-            "# test-only plumbing\n"
+        self.tmpdir.mkdir()
+        self.hook_cnf.write_text(
+            self.world.hook_cnf_text
+            + "\n# tests/scripts: test-local plumbing\n[mysqld]\n"
             f"datadir = {self.datadir}\n"
             f"socket = {self.sock}\n"
             f"port = {self.port}\n"
             "bind_address = 127.0.0.1\n"
+            f"tmpdir = {self.tmpdir}\n"
             f"pid_file = {self.base / 'mysqld.pid'}\n"
             f"log_error = {self.errlog}\n"
             "innodb_buffer_pool_size = 64M\n"
             "innodb_log_file_size = 16M\n"
             "performance_schema = OFF\n"
-            f"!includedir {self.confdir}\n"
         )
+        self.cnf.write_text(f"!includedir {self.confdir}\n")
+
+    def init_env(self) -> dict[str, str]:
+        """Env of the init container, for hooks/scripts/init.sh."""
+        return {"POD_NAME": self.name, "CONF_DIR": str(self.confdir), "DATA_DIR": str(self.datadir),
+                "TMPDIR": str(self.tmpdir),
+                "MY_CNF": str(self.hook_cnf), "SERVER_DEFAULTS_FILE": str(self.cnf)}
+
+    def initialize(self, pods: str = "", **env) -> "ScriptResult":
+        """Run init.sh as the init container would (the server must be stopped
+        for a first initialization)."""
+        r = run_script("init.sh", self.world, {"PODS": pods, **self.init_env(), **env})
+        if r.rc != 0 or r.json.get("result") != "initialized":
+            raise SetupError(f"{self.name}: init.sh failed: {r}\n{self.tail_log()}")
+        return r
 
     def start(self, timeout: float = 60):
         assert self.proc is None or self.proc.poll() is not None
@@ -217,67 +314,23 @@ class Server:
 
 
 class World:
-    """A temp directory with a template data dir and any number of servers."""
+    """A temp directory with any number of servers."""
 
     def __init__(self):
         self.mariadbd = ensure_mariadb()
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
-        self.template = self.root / "template"
         self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
-        self._make_template()
-
-    def _make_template(self):
-        """mariadb-install-db once; root@'%' gets a password (as the images'
-        entrypoints do), written with sql_log_bin=0 so no GTID is consumed."""
-        args = ["mariadb-install-db", "--no-defaults", f"--datadir={self.template}",
-                "--auth-root-authentication-method=normal", "--skip-test-db"]
-        if os.geteuid() == 0:
-            args.append("--user=root")
-        r = subprocess.run(args, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SetupError("mariadb-install-db failed:\n" + r.stdout[-3000:] + r.stderr[-3000:])
-        sock = self.root / "template.sock"
-        cmd = [self.mariadbd, "--no-defaults", f"--datadir={self.template}", f"--socket={sock}",
-               "--skip-networking", "--skip-log-bin", f"--log-error={self.root / 'template.err'}",
-               f"--pid-file={self.root / 'template.pid'}", "--innodb-buffer-pool-size=32M",
-               "--innodb-log-file-size=16M"]
-        if os.geteuid() == 0:
-            cmd.append("--user=root")
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                             preexec_fn=_die_with_parent)
-        try:
-            deadline = time.time() + 60
-            while True:
-                r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-e", "SELECT 1"],
-                                   capture_output=True, text=True)
-                if r.returncode == 0:
-                    break
-                if p.poll() is not None or time.time() > deadline:
-                    raise SetupError("template server did not start:\n" + (self.root / "template.err").read_text())
-                time.sleep(0.2)
-            rp = ROOT_PASSWORD.replace("\\", "\\\\").replace("'", "''")
-            setup = (
-                "SET SESSION sql_log_bin=0;"
-                f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{rp}';"
-            )
-            hosts = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-N", "-B", "-e",
-                                    "SELECT host FROM mysql.user WHERE user='root' AND host NOT IN ('localhost')"],
-                                   capture_output=True, text=True, check=True).stdout.split()
-            setup += "".join(f"DROP USER 'root'@'{h}';" for h in hosts)
-            setup += ("DELETE FROM mysql.global_priv WHERE user='';"  # anonymous accounts
-                      f"CREATE USER 'root'@'%' IDENTIFIED BY '{rp}';"
-                      "GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;"
-                      "FLUSH PRIVILEGES;")
-            r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={sock}", "-e", setup],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                raise SetupError("template setup failed: " + r.stderr)
-        finally:
-            p.terminate()
-            p.wait(60)
+        rendered = hook_mariadb_cnf()
+        have = cnf_options(rendered)
+        self.added_options = {k: v for k, v in NEEDED_OPTIONS.items() if k not in have}
+        self.hook_cnf_text = rendered
+        if self.added_options:
+            self.hook_cnf_text += (
+                "\n# tests/scripts: options the scripts need that the hook's my.cnf lacks\n[mysqld]\n"
+                + "".join(f"{k} = {v}\n" for k, v in self.added_options.items()))
 
     def server(self, name: str, tag: str = "") -> Server:
         s = Server(self, name, tag)

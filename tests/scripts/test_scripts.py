@@ -1,22 +1,25 @@
 """hooks/scripts against real MariaDB servers on 127.0.0.1.
 
-Each test starts its own three mariadbd servers (db-0, db-1, db-2) from a
-template data dir, with tests/scripts/mariadb.cnf plus the file init.sh
-writes, and runs the scripts the way the hook's Jobs do: `bash script`, the
-env contract of hooks/scripts/README.md, one JSON result line.  Servers are
-always torn down.
+Each test starts its own three mariadbd servers (db-0, db-1, db-2), each set
+up by hooks/scripts/init.sh from an empty data dir with the hook's rendered
+MariaDB my.cnf (see dbcluster.py), and runs the scripts the way the hook's
+Jobs do: `bash script`, the env contract of hooks/scripts/README.md, one JSON
+result line.  Servers are always torn down.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import hashlib
+import os
+import subprocess
 import time
 
 import pytest
 
 from conftest import REPORT
-from dbcluster import (APP_PASSWORD, SetupError, Server, World, Writer, pods_env,
+from dbcluster import (APP_PASSWORD, ROOT_PASSWORD, SCRIPTS, SetupError, Server, World, Writer, pods_env,
                        run_script)
 
 
@@ -28,6 +31,8 @@ def world():
         w = World()
     except SetupError as e:
         pytest.fail(f"cannot set up MariaDB servers: {e}")
+    REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
+                  + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
     yield w
     w.close()
 
@@ -36,11 +41,17 @@ class Cluster:
     def __init__(self, world: World, tag: str, n: int = 3):
         self.world = world
         self.tag = tag
+        self.world_root_password = ROOT_PASSWORD
+        self.probe_seconds: list[float] = []
         self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
         self.pods = pods_env(self.servers)
+        # init containers of different pods run concurrently
+        with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
+            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
+                assert r.json["created"] is True, r
+        # sequentially, from this thread: a server gets SIGKILL when the thread
+        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
         for s in self.servers:
-            r = self.run("init.sh", POD_NAME=s.name, CONF_DIR=str(s.confdir))
-            assert r.rc == 0 and r.json["result"] == "initialized", r
             s.start()
 
     def __getitem__(self, name: str) -> Server:
@@ -140,16 +151,129 @@ def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
 def test_init_is_deterministic_and_idempotent(cluster):
     s = cluster["db-2"]
     before = (s.confdir / "server-id.cnf").read_text()
-    r = cluster.run("init.sh", POD_NAME="db-2", CONF_DIR=str(s.confdir), SERVER_ID_BASE=1)
+    data_before = sorted(os.listdir(s.datadir))
+    # rerun on the running, initialized server: config rewritten identically,
+    # data dir untouched
+    r = cluster.run("init.sh", **s.init_env(), SERVER_ID_BASE=1)
     assert r.rc == 0 and r.json == {"result": "initialized", "pod": "db-2", "serverId": 3,
-                                    "file": str(s.confdir / "server-id.cnf")}
+                                    "file": str(s.confdir / "server-id.cnf"),
+                                    "config": str(s.confdir / "00-mysql-hook.cnf"),
+                                    "dataDir": str(s.datadir), "created": False}, r
     assert (s.confdir / "server-id.cnf").read_text() == before
+    assert (s.confdir / "00-mysql-hook.cnf").read_text() == s.hook_cnf.read_text()
+    assert sorted(os.listdir(s.datadir)) == data_before
     assert s.value("SELECT @@server_id") == "3"
     assert s.value("SELECT @@report_port") == str(s.port)
-    r = cluster.run("init.sh", POD_NAME="db-2", CONF_DIR=str(s.confdir), SERVER_ID_BASE=101)
+    r = cluster.run("init.sh", **s.init_env(), SERVER_ID_BASE=101)
     assert r.json["serverId"] == 103
-    r = cluster.run("init.sh", POD_NAME="nodigits", CONF_DIR=str(s.confdir))
+    r = cluster.run("init.sh", **dict(s.init_env(), POD_NAME="nodigits"))
     assert r.rc != 0 and r.json["result"] == "error"
+    r = cluster.run("init.sh", **dict(s.init_env(), MY_CNF=str(s.base / "missing.cnf")))
+    assert r.rc != 0 and r.json["reason"] == "bad-env", r
+
+
+def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
+    """init.sh on an empty dir: root@'%' logs in over TCP with the password,
+    the GTID state is empty, other default accounts are gone; a crash before
+    or after the staging directory was marked ready is repaired by a rerun."""
+    s = world.server("db-0", request.node.name)
+    stage = s.datadir / ".mysql-hook-init"
+    try:
+        (s.datadir / "lost+found").mkdir(parents=True)   # a fresh ext4 volume is not empty
+        # leftovers of an attempt that crashed before `ready`: thrown away
+        (stage / "data").mkdir(parents=True)
+        (stage / "data" / "junk").write_text("half-initialized")
+        r1 = s.initialize()
+        assert r1.json["created"] is True and not stage.exists(), r1
+        s.start()
+        assert s.value("SELECT CURRENT_USER()") == "root@%"
+        assert s.value("SELECT @@gtid_binlog_state") == ""
+        assert s.value("SELECT @@gtid_binlog_pos") == "" and s.value("SELECT @@gtid_slave_pos") == ""
+        assert s.query("SELECT user, host FROM mysql.user WHERE user IN ('root', '') ORDER BY host") == \
+            [["root", "%"], ["root", "localhost"]]
+        assert s.read_only(), "the hook's my.cnf (read_only=ON) is in effect"
+        assert s.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'test'") == "0"
+        accounts = s.query("SELECT user, host, authentication_string FROM mysql.user ORDER BY user, host")
+        s.stop()
+
+        # a crash while the entries of a `ready` staging dir were being moved
+        moved = sorted(os.listdir(s.datadir))
+        (stage / "data").mkdir(parents=True)
+        for name in [n for n in moved if not n.startswith(".")][::2] + ["mysql"]:
+            if (s.datadir / name).exists():
+                os.rename(s.datadir / name, stage / "data" / name)
+        (stage / "ready").write_text("")
+        r2 = s.initialize()
+        assert r2.json["created"] is True and not stage.exists(), r2
+        assert sorted(os.listdir(s.datadir)) == moved
+        s.start()
+        assert s.value("SELECT CURRENT_USER()") == "root@%"
+        assert s.query("SELECT user, host, authentication_string FROM mysql.user ORDER BY user, host") == accounts
+
+        # rerun after success: nothing changes
+        listing = sorted(os.listdir(s.datadir))
+        r3 = s.initialize()
+        assert r3.json["created"] is False and sorted(os.listdir(s.datadir)) == listing, r3
+        assert s.value("SELECT @@gtid_binlog_state") == ""
+        REPORT.append(f"init.sh: new data dir {r1.seconds:.1f}s, completing an interrupted one "
+                      f"{r2.seconds:.1f}s, rerun {r3.seconds:.2f}s")
+    finally:
+        s.kill()
+
+
+def probe(c: "Cluster", mode: str, pod: str, primary_file) -> tuple[int, str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+           "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
+           "MYSQL_ROOT_PASSWORD": c.world_root_password}
+    t0 = time.time()
+    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
+                       timeout=30)
+    c.probe_seconds.append(time.time() - t0)
+    assert r.stderr == "", r.stderr
+    return r.returncode, r.stdout.strip()
+
+
+def test_probes(world, request):
+    c = Cluster(world, request.node.name, n=2)
+    try:
+        pf = world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        p, rep = c["db-0"], c["db-1"]
+        # before bootstrap the recorded primary is read-only and still Ready
+        # (the hook waits for Ready pods before it bootstraps)
+        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        assert probe(c, "liveness", "db-0", pf)[0] == 0
+        c.bootstrap()
+        assert probe(c, "readiness", "db-0", pf) == (0, "ready: read_only=0 primary=db-0")
+        assert probe(c, "readiness", "db-1", pf)[0] == 0, "a read-only replica is Ready"
+        assert probe(c, "liveness", "db-1", pf)[0] == 0
+        # the recorded primary restarts: it comes back read-only -> NotReady, still alive
+        p.kill()
+        assert probe(c, "liveness", "db-0", pf)[0] == 1
+        assert probe(c, "readiness", "db-0", pf)[0] == 1
+        p.start()
+        assert p.read_only()
+        rc, out = probe(c, "readiness", "db-0", pf)
+        assert rc == 1 and "read-only" in out, out
+        assert probe(c, "liveness", "db-0", pf)[0] == 0
+        assert probe(c, "readiness", "db-1", pf)[0] == 0
+        # made writable again (what a failover to the same pod does) -> Ready
+        p.query("SET GLOBAL read_only=OFF")
+        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        # the file names another pod: a read-only db-0 is an ordinary replica
+        p.query("SET GLOBAL read_only=ON")
+        pf.write_text("db-1\n")
+        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        # a wrong password: alive, not ready
+        c.world_root_password = "wrong"
+        assert probe(c, "liveness", "db-0", pf)[0] == 0
+        assert probe(c, "readiness", "db-0", pf)[0] == 1
+        # no option file left behind in TMPDIR
+        assert not list(world.root.glob("probe.*"))
+        REPORT.append(f"probe.sh: {len(c.probe_seconds)} runs, max {max(c.probe_seconds) * 1000:.0f} ms, "
+                      f"mean {sum(c.probe_seconds) / len(c.probe_seconds) * 1000:.0f} ms")
+    finally:
+        c.close()
 
 
 def test_bootstrap(cluster):
@@ -462,8 +586,8 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
     # full restore into a fresh server
     fresh = world.server("db-0", request.node.name + "-restore")
     try:
-        cr = run_script("init.sh", world, {"POD_NAME": "db-0", "PODS": "", "CONF_DIR": str(fresh.confdir)})
-        assert cr.rc == 0
+        (fresh.datadir / "lost+found").mkdir(parents=True)   # a fresh ext4 volume
+        fresh.initialize()
         fresh.start()
         renv = {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(bdir / "full-1")}
         rr = run_script("restore.sh", world, renv)
@@ -498,8 +622,7 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
 
     fresh2 = world.server("db-0", request.node.name + "-pitr")
     try:
-        assert run_script("init.sh", world, {"POD_NAME": "db-0", "PODS": "",
-                                             "CONF_DIR": str(fresh2.confdir)}).rc == 0
+        fresh2.initialize()
         fresh2.start()
         until = t_until.strftime("%Y-%m-%d %H:%M:%S")
         penv = {"PODS": f"db-0={fresh2.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(bdir / "full-1"),
