@@ -116,8 +116,12 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         security_context: Some(pod::container_security()),
         ..Default::default()
     };
-    let ping = |period: i32, failures: i32| Probe {
-        exec: Some(ExecAction { command: Some(admin_ping(c.flavor)) }),
+    // `probe.sh liveness` is a ping that passes even when the login is refused;
+    // `probe.sh readiness` also requires the recorded primary, once bootstrapped,
+    // to be writable: a primary that restarted read-only turns NotReady, and
+    // automatic failover (or the same server, promoted again) takes over.
+    let probe = |check: &str, period: i32, failures: i32| Probe {
+        exec: Some(ExecAction { command: Some(vec!["bash".to_owned(), scripts::path("probe.sh"), check.to_owned()]) }),
         period_seconds: Some(period),
         timeout_seconds: Some(5),
         failure_threshold: Some(failures),
@@ -134,9 +138,9 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 }]),
                 resources: c.resources.clone(),
                 // Startup may replay a long redo log: up to 10 minutes before liveness applies.
-                startup_probe: Some(ping(10, 60)),
-                liveness_probe: Some(ping(10, 6)),
-                readiness_probe: Some(ping(2, 2)),
+                startup_probe: Some(probe("liveness", 10, 60)),
+                liveness_probe: Some(probe("liveness", 10, 6)),
+                readiness_probe: Some(probe("readiness", 2, 2)),
                 ..container(MYSQLD, vec![server_binary(c.flavor).to_owned()])
             },
             Container {
@@ -190,14 +194,4 @@ fn server_binary(flavor: Flavor) -> &'static str {
         Flavor::Mysql => "mysqld",
         Flavor::Mariadb => "mariadbd",
     }
-}
-
-/// `mysqladmin ping` answers 0 whenever the server is up, even without
-/// credentials, so the probe needs no password.
-fn admin_ping(flavor: Flavor) -> Vec<String> {
-    let admin = match flavor {
-        Flavor::Mysql => "mysqladmin",
-        Flavor::Mariadb => "mariadb-admin",
-    };
-    [admin, "--protocol=TCP", "--host=127.0.0.1", "--connect-timeout=3", "ping"].map(str::to_owned).to_vec()
 }
