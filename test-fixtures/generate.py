@@ -284,10 +284,26 @@ def main():
     write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
                                                     related(*pods([True, True, True])), True))
 
+    reliability_scenarios(st, live)
+
     # Customize.
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
+
+
+def reliability_scenarios(st, live):
+    """Regression inputs found by the mutation property test (tests/properties.rs):
+    requests Metacontroller never sends, which must be refused, not obeyed, because
+    obeying would delete the observed StatefulSet, Secret and ConfigMap."""
+    # The parent's name differs from its children's (names are immutable).
+    write("sync", "fuzz-renamed-parent", request(parent(name="db-0", status=st), copy.deepcopy(live),
+                                                   related(*pods([True, True, True]))))
+    # An observed credentials Secret without a name: invisible to the hook, which
+    # would have dropped it and derived fresh passwords.
+    nameless = request(parent(status=st), copy.deepcopy(live), related(*pods([True, True, True])))
+    del nameless["children"]["Secret.v1"]["shop/db-credentials"]["metadata"]["name"]
+    write("sync", "fuzz-nameless-secret", nameless)
 
 
 if __name__ == "__main__":
