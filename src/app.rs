@@ -307,7 +307,20 @@ where
     Req: DeserializeOwned,
     Resp: Serialize,
 {
-    let request: Req = match serde_json::from_slice(body) {
+    // JSON is UTF-8 (RFC 8259); serde_json does not check the bytes of keys and
+    // strings it skips, so a body with invalid UTF-8 in an unknown field would
+    // otherwise decode (found by fuzzing).
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => text,
+        Err(e) => {
+            return Answer::refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("malformed JSON: the body is not UTF-8 (at byte {})", e.valid_up_to()),
+                "malformed_json",
+            );
+        }
+    };
+    let request: Req = match serde_json::from_str(text) {
         Ok(r) => r,
         Err(e) if e.is_data() => {
             return Answer::refusal(

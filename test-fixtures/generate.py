@@ -304,6 +304,15 @@ def reliability_scenarios(st, live):
     nameless = request(parent(status=st), copy.deepcopy(live), related(*pods([True, True, True])))
     del nameless["children"]["Secret.v1"]["shop/db-credentials"]["metadata"]["name"]
     write("sync", "fuzz-nameless-secret", nameless)
+    # Found by fuzz target hook_body: invalid UTF-8 inside an unknown key, which
+    # serde_json skips without checking. JSON is UTF-8: refused as malformed.
+    body = json.dumps(request(parent(status=st), copy.deepcopy(live), related(*pods([True, True, True]))),
+                      indent=2).encode()
+    body = body.replace(b'"defaultMode"', b'"def\xfdaultMode"', 1)
+    d = os.path.join(ROOT, "sync", "fuzz-invalid-utf8")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "request.json"), "wb") as f:
+        f.write(body + b"\n")
 
 
 if __name__ == "__main__":
