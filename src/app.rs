@@ -2,27 +2,61 @@
 //!
 //! Metacontroller treats any answer but 200 as "change nothing, retry with
 //! backoff", so every doubt becomes a non-200 with a one-line reason:
-//! 400 malformed JSON, 415 not JSON, 413 too large, 422 well-formed but not a valid
-//! request, 500 a panic in the core (caught, so the worker lives on).
+//! 400 malformed JSON, 401 missing or wrong bearer token, 415 not JSON, 413 too
+//! large, 422 well-formed but not a valid request, 429 too many requests at once
+//! (with `Retry-After`), 500 a panic in the core (caught, so the worker lives on),
+//! 503 the core took longer than the per-request timeout.
+//!
+//! Every hook route passes, in this order: the bearer-token check ([`crate::auth`]),
+//! admission ([`crate::admission`]), then the handler, which decodes, runs the core
+//! and encodes on a blocking thread under a timeout. `/healthz` and `/readyz` pass
+//! none of them; `/readyz` answers 503 once shutdown has begun.
 
 use std::{
     panic::{AssertUnwindSafe, catch_unwind},
-    sync::Arc,
-    time::Instant,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use actix_web::{
-    HttpRequest, HttpResponse,
+    Error, HttpMessage as _, HttpRequest, HttpResponse,
+    body::{BoxBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
     http::{StatusCode, header},
+    middleware::{Next, from_fn},
     web,
 };
 use hooks::{Context, Timestamp};
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::metrics::{HookLabels, Metrics, RequestLabels};
+use crate::{
+    admission::{Admission, Permit},
+    auth::TokenFile,
+    metrics::{HookLabels, Metrics, RequestLabels},
+};
 
 /// Where "now" comes from: the system clock when serving, a fixed instant in tests.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// Overload and timeout settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Hook requests answered at once; past it, 429. `0`: no limit.
+    pub max_concurrent: usize,
+    /// The `Retry-After` of a 429, in seconds.
+    pub retry_after_seconds: u32,
+    /// How long the core may take for one request before the answer is 503.
+    pub core_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_concurrent: 16, retry_after_seconds: 1, core_timeout: Duration::from_secs(8) }
+    }
+}
 
 /// Shared state of every worker.
 pub struct State {
@@ -30,12 +64,44 @@ pub struct State {
     pub secret_seed: [u8; 32],
     pub clock: Clock,
     pub max_body_bytes: usize,
+    pub limits: Limits,
+    pub admission: Admission,
+    /// The bearer token hook calls must carry, if any.
+    pub auth: Option<TokenFile>,
+    /// Set when shutdown begins: `/readyz` then fails so no new traffic is routed here.
+    pub draining: AtomicBool,
 }
 
 impl State {
     #[must_use]
     pub fn new(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize) -> Self {
-        Self { metrics: Metrics::default(), secret_seed, clock, max_body_bytes }
+        Self::with_limits(secret_seed, clock, max_body_bytes, Limits::default())
+    }
+
+    #[must_use]
+    pub fn with_limits(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
+        Self {
+            metrics: Metrics::default(),
+            secret_seed,
+            clock,
+            max_body_bytes,
+            limits,
+            admission: Admission::new(limits.max_concurrent),
+            auth: None,
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every route but the probes.
+    #[must_use]
+    pub fn with_auth(mut self, token: TokenFile) -> Self {
+        self.auth = Some(token);
+        self
+    }
+
+    /// Makes `/readyz` fail from now on (shutdown has begun).
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
     }
 }
 
@@ -45,43 +111,125 @@ pub fn configure(state: web::Data<State>) -> impl FnOnce(&mut web::ServiceConfig
         let limit = state.max_body_bytes;
         cfg.app_data(state)
             .app_data(web::PayloadConfig::new(limit))
-            .route("/sync", web::post().to(sync))
-            .route("/finalize", web::post().to(finalize))
-            .route("/customize", web::post().to(customize))
-            .route("/backup/sync", web::post().to(backup_sync))
-            .route("/backup/customize", web::post().to(backup_customize))
             .route("/healthz", web::get().to(healthz))
-            .route("/readyz", web::get().to(healthz))
-            .route("/metrics", web::get().to(metrics));
+            .route("/readyz", web::get().to(readyz))
+            .service(hook_resource("/sync").route(web::post().to(sync)))
+            .service(hook_resource("/finalize").route(web::post().to(finalize)))
+            .service(hook_resource("/customize").route(web::post().to(customize)))
+            .service(hook_resource("/backup/sync").route(web::post().to(backup_sync)))
+            .service(hook_resource("/backup/customize").route(web::post().to(backup_customize)))
+            .service(web::resource("/metrics").wrap(from_fn(authenticate)).route(web::get().to(metrics)));
     }
 }
 
+/// A hook route: token check first (outermost), then admission.
+fn hook_resource(
+    path: &str,
+) -> actix_web::Resource<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    web::resource(path).wrap(from_fn(admit)).wrap(from_fn(authenticate))
+}
+
+/// The metrics label of a route.
+fn hook_of(path: &str) -> &'static str {
+    match path {
+        "/sync" => "sync",
+        "/finalize" => "finalize",
+        "/customize" => "customize",
+        "/backup/sync" => "backup_sync",
+        "/backup/customize" => "backup_customize",
+        "/metrics" => "metrics",
+        _ => "other",
+    }
+}
+
+async fn authenticate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let Some(state) = req.app_data::<web::Data<State>>().cloned() else {
+        return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    };
+    let accepted = state
+        .auth
+        .as_ref()
+        .is_none_or(|t| t.accepts(req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes)));
+    if accepted {
+        return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    }
+    let hook = hook_of(req.path());
+    state.metrics.requests.get_or_create(&RequestLabels { hook, outcome: "unauthorized" }).inc();
+    tracing::warn!(hook, status = 401, "request without the expected bearer token refused");
+    let response = HttpResponse::build(StatusCode::UNAUTHORIZED)
+        .insert_header((header::WWW_AUTHENTICATE, r#"Bearer realm="mysql-hook""#))
+        .content_type("text/plain; charset=utf-8")
+        .body("a valid bearer token is required (Authorization: Bearer <token>)\n");
+    Ok(req.into_response(response))
+}
+
+async fn admit(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> Result<ServiceResponse<BoxBody>, Error> {
+    let Some(state) = req.app_data::<web::Data<State>>().cloned() else {
+        return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
+    };
+    let Some(permit) = state.admission.try_acquire() else {
+        let hook = hook_of(req.path());
+        state.metrics.requests.get_or_create(&RequestLabels { hook, outcome: "overloaded" }).inc();
+        let seconds = state.limits.retry_after_seconds;
+        tracing::warn!(
+            hook,
+            status = 429,
+            limit = state.admission.limit(),
+            "too many requests at once; asked to retry"
+        );
+        let response = HttpResponse::build(StatusCode::TOO_MANY_REQUESTS)
+            .insert_header((header::RETRY_AFTER, seconds.to_string()))
+            .content_type("text/plain; charset=utf-8")
+            .body(format!("too many hook requests at once; retry in {seconds} s\n"));
+        return Ok(req.into_response(response));
+    };
+    req.extensions_mut().insert(permit);
+    next.call(req).await.map(ServiceResponse::map_into_boxed_body)
+}
+
 async fn sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
-    handle(&req, &body, &state, "sync", |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx))
+    handle(&req, body, state, "sync").await
 }
 
 async fn finalize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
-    handle(&req, &body, &state, "finalize", |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx))
+    handle(&req, body, state, "finalize").await
 }
 
 async fn customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
-    handle(&req, &body, &state, "customize", |r: &hooks::metacontroller::CustomizeRequest, _| hooks::customize(r))
+    handle(&req, body, state, "customize").await
 }
 
 async fn backup_sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
-    handle(&req, &body, &state, "backup_sync", |r: &hooks::metacontroller::BackupSyncRequest, ctx| {
-        hooks::mysqlbackup::sync(r, ctx)
-    })
+    handle(&req, body, state, "backup_sync").await
 }
 
 async fn backup_customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
-    handle(&req, &body, &state, "backup_customize", |r: &hooks::metacontroller::BackupCustomizeRequest, _| {
-        hooks::mysqlbackup::customize(r)
-    })
+    handle(&req, body, state, "backup_customize").await
 }
 
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+/// Ready until shutdown begins; then 503, so the Service stops routing here while
+/// the requests already in flight finish.
+async fn readyz(state: web::Data<State>) -> HttpResponse {
+    if state.draining.load(Ordering::Acquire) {
+        HttpResponse::ServiceUnavailable().content_type("text/plain").body("shutting down\n")
+    } else {
+        HttpResponse::Ok().content_type("text/plain").body("ok\n")
+    }
 }
 
 async fn metrics(state: web::Data<State>) -> HttpResponse {
@@ -90,78 +238,138 @@ async fn metrics(state: web::Data<State>) -> HttpResponse {
         .body(state.metrics.render())
 }
 
-/// Decodes, runs the core, encodes, and records the outcome.
-fn handle<Req, Resp>(
-    req: &HttpRequest,
-    body: &[u8],
-    state: &State,
-    hook: &'static str,
-    core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>,
-) -> HttpResponse
-where
-    Req: DeserializeOwned,
-    Resp: Serialize,
-{
-    let started = Instant::now();
-    state.metrics.in_flight.inc();
-    let (response, outcome) = answer(req, body, state, core);
-    state.metrics.in_flight.dec();
-    state.metrics.requests.get_or_create(&RequestLabels { hook, outcome }).inc();
-    state.metrics.duration.get_or_create(&HookLabels { hook }).observe(started.elapsed().as_secs_f64());
-    if response.status() != StatusCode::OK {
-        tracing::warn!(hook, status = response.status().as_u16(), outcome, "hook request refused");
-    }
-    response
+/// An answer computed off the async workers (an `HttpResponse` cannot cross threads).
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Vec<u8>,
+    /// The metrics outcome.
+    pub outcome: &'static str,
 }
 
-fn answer<Req, Resp>(
-    req: &HttpRequest,
-    body: &[u8],
-    state: &State,
-    core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>,
-) -> (HttpResponse, &'static str)
+impl Answer {
+    fn refusal(status: StatusCode, message: &str, outcome: &'static str) -> Self {
+        Self { status, body: format!("{message}\n").into_bytes(), outcome }
+    }
+
+    fn into_response(self) -> HttpResponse {
+        let content_type = if self.status == StatusCode::OK { "application/json" } else { "text/plain; charset=utf-8" };
+        HttpResponse::build(self.status).content_type(content_type).body(self.body)
+    }
+}
+
+/// Decodes, runs the core and encodes on a blocking thread under the timeout, and
+/// records the outcome.
+async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, hook: &'static str) -> HttpResponse {
+    let started = Instant::now();
+    state.metrics.in_flight.inc();
+    let answer = if is_json(req) {
+        // The blocking thread keeps the permit until it is really done, even if
+        // the answer has gone out as a timeout by then.
+        let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
+        let ctx = Context { now: (state.clock)(), secret_seed: state.secret_seed };
+        let work = web::block(move || {
+            let _permit = permit;
+            answer_hook(hook, &body, &ctx)
+        });
+        match actix_web::rt::time::timeout(state.limits.core_timeout, work).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => {
+                Answer::refusal(StatusCode::INTERNAL_SERVER_ERROR, "the hook panicked; nothing was changed", "panic")
+            }
+            Err(_) => Answer::refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "the hook did not answer within {} ms; nothing was changed",
+                    state.limits.core_timeout.as_millis()
+                ),
+                "timeout",
+            ),
+        }
+    } else {
+        Answer::refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON (Content-Type: application/json)",
+            "unsupported_media_type",
+        )
+    };
+    state.metrics.in_flight.dec();
+    let outcome = answer.outcome;
+    state.metrics.requests.get_or_create(&RequestLabels { hook, outcome }).inc();
+    state.metrics.duration.get_or_create(&HookLabels { hook }).observe(started.elapsed().as_secs_f64());
+    if answer.status != StatusCode::OK {
+        tracing::warn!(hook, status = answer.status.as_u16(), outcome, "hook request refused");
+    }
+    answer.into_response()
+}
+
+fn is_json(req: &HttpRequest) -> bool {
+    req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).is_some_and(
+        |m| {
+            let m = m.trim();
+            m.eq_ignore_ascii_case("application/json") || m.eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        },
+    )
+}
+
+/// Decodes a body, runs the core and encodes its answer: everything the shell does
+/// with a hook request after the HTTP checks. Pure but for the panic guard; the
+/// fuzz targets call it directly.
+pub fn answer<Req, Resp>(body: &[u8], ctx: &Context, core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>) -> Answer
 where
     Req: DeserializeOwned,
     Resp: Serialize,
 {
-    let is_json = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|m| {
-            let m = m.trim();
-            m.eq_ignore_ascii_case("application/json") || m.eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-    if !is_json {
-        return (
-            error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "the body must be JSON (Content-Type: application/json)"),
-            "unsupported_media_type",
-        );
-    }
-    let request: Req = match serde_json::from_slice(body) {
+    // JSON is UTF-8 (RFC 8259); serde_json does not check the bytes of keys and
+    // strings it skips, so a body with invalid UTF-8 in an unknown field would
+    // otherwise decode (found by fuzzing).
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => text,
+        Err(e) => {
+            return Answer::refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("malformed JSON: the body is not UTF-8 (at byte {})", e.valid_up_to()),
+                "malformed_json",
+            );
+        }
+    };
+    let request: Req = match serde_json::from_str(text) {
         Ok(r) => r,
         Err(e) if e.is_data() => {
-            return (
-                error(StatusCode::UNPROCESSABLE_ENTITY, &format!("not a valid hook request: {e}")),
+            return Answer::refusal(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!("not a valid hook request: {e}"),
                 "invalid_request",
             );
         }
-        Err(e) => return (error(StatusCode::BAD_REQUEST, &format!("malformed JSON: {e}")), "malformed_json"),
+        Err(e) => return Answer::refusal(StatusCode::BAD_REQUEST, &format!("malformed JSON: {e}"), "malformed_json"),
     };
-    let ctx = Context { now: (state.clock)(), secret_seed: state.secret_seed };
-    match catch_unwind(AssertUnwindSafe(|| core(&request, &ctx))) {
+    match catch_unwind(AssertUnwindSafe(|| core(&request, ctx))) {
         Ok(Ok(response)) => match serde_json::to_vec(&response) {
-            Ok(bytes) => (HttpResponse::Ok().content_type("application/json").body(bytes), "ok"),
-            Err(e) => {
-                (error(StatusCode::INTERNAL_SERVER_ERROR, &format!("encoding the response failed: {e}")), "internal")
-            }
+            Ok(body) => Answer { status: StatusCode::OK, body, outcome: "ok" },
+            Err(e) => Answer::refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("encoding the response failed: {e}"),
+                "internal",
+            ),
         },
-        Ok(Err(e)) => (error(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string()), e.metric_label()),
-        Err(_) => (error(StatusCode::INTERNAL_SERVER_ERROR, "the hook panicked; nothing was changed"), "panic"),
+        Ok(Err(e)) => Answer::refusal(StatusCode::UNPROCESSABLE_ENTITY, &e.to_string(), e.metric_label()),
+        Err(_) => Answer::refusal(StatusCode::INTERNAL_SERVER_ERROR, "the hook panicked; nothing was changed", "panic"),
     }
 }
 
-fn error(status: StatusCode, message: &str) -> HttpResponse {
-    HttpResponse::build(status).content_type("text/plain; charset=utf-8").body(format!("{message}\n"))
+/// [`answer`] for a hook by name (`sync`, `finalize`, `customize`, `backup_sync`,
+/// `backup_customize`).
+#[must_use]
+pub fn answer_hook(hook: &str, body: &[u8], ctx: &Context) -> Answer {
+    match hook {
+        "customize" => answer(body, ctx, |r: &hooks::metacontroller::CustomizeRequest, _| hooks::customize(r)),
+        "finalize" => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx)),
+        "backup_sync" => {
+            answer(body, ctx, |r: &hooks::metacontroller::BackupSyncRequest, ctx| hooks::mysqlbackup::sync(r, ctx))
+        }
+        "backup_customize" => {
+            answer(body, ctx, |r: &hooks::metacontroller::BackupCustomizeRequest, _| hooks::mysqlbackup::customize(r))
+        }
+        _ => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx)),
+    }
 }

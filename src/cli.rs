@@ -43,6 +43,45 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_WORKERS")]
     pub workers: Option<usize>,
 
+    /// Hook requests answered at once; past it the answer is 429 with `Retry-After`
+    /// (Metacontroller retries then). 0: no limit.
+    #[arg(long, env = "MYSQL_HOOK_MAX_CONCURRENT_REQUESTS", default_value_t = 16)]
+    pub max_concurrent_requests: usize,
+
+    /// The `Retry-After` sent with a 429, in whole seconds.
+    #[arg(long, env = "MYSQL_HOOK_RETRY_AFTER_SECONDS", default_value_t = 1)]
+    pub retry_after_seconds: u32,
+
+    /// How long the core may take for one request, in milliseconds, before the
+    /// answer is 503 (keep it below the CompositeController's webhook timeout).
+    #[arg(long, env = "MYSQL_HOOK_REQUEST_TIMEOUT_MS", default_value_t = 8000)]
+    pub request_timeout_ms: u64,
+
+    /// On SIGTERM or SIGINT, seconds during which `/readyz` fails but requests are
+    /// still served, so endpoints drop this pod before it stops listening.
+    #[arg(long, env = "MYSQL_HOOK_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    pub shutdown_delay_seconds: u64,
+
+    /// Then, seconds the requests in flight get to finish before the process exits.
+    /// Delay plus timeout must stay below the pod's terminationGracePeriodSeconds.
+    #[arg(long, env = "MYSQL_HOOK_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 20)]
+    pub shutdown_timeout_seconds: u64,
+
+    /// File holding the bearer token every request but `/healthz` and `/readyz`
+    /// must carry (`Authorization: Bearer <token>`); re-read when it changes.
+    /// Without it no token is required.
+    #[arg(long, env = "MYSQL_HOOK_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<PathBuf>,
+
+    /// PEM certificate chain to serve HTTPS with (needs `--tls-key-file`);
+    /// re-read when it changes.
+    #[arg(long, env = "MYSQL_HOOK_TLS_CERT_FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long, env = "MYSQL_HOOK_TLS_KEY_FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+
     /// Log format: `text` or `json`.
     #[arg(long, global = true, env = "MYSQL_HOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

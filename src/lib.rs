@@ -2,9 +2,12 @@
 //! decoding and error mapping, metrics, health. Tests build exactly the app the
 //! binary serves through [`app::configure`].
 
+pub mod admission;
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod metrics;
+pub mod tls;
 
 /// The CRDs as the multi-document YAML committed in `metacontroller/crd.yaml`.
 ///

@@ -2,11 +2,13 @@
 
 use std::{fs, io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, HttpServer, dev::ServerHandle, web};
 use clap::Parser;
 use mysql_hook::{
-    app::{self, State},
+    app::{self, Limits, State},
+    auth::TokenFile,
     cli::{Cli, Command, LogFormat, ServeArgs},
+    tls::ReloadingCert,
 };
 use tracing_actix_web::TracingLogger;
 
@@ -41,20 +43,75 @@ const KEEP_ALIVE: Duration = Duration::from_secs(120);
 fn serve(args: &ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
     let seed = secret_seed(args)?;
-    let state = web::Data::new(State::new(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes));
+    let limits = Limits {
+        max_concurrent: args.max_concurrent_requests,
+        retry_after_seconds: args.retry_after_seconds,
+        core_timeout: Duration::from_millis(args.request_timeout_ms),
+    };
+    let mut state = State::with_limits(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits);
+    if let Some(path) = &args.auth_token_file {
+        state = state.with_auth(TokenFile::load(path)?);
+    }
+    let tls = match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(ReloadingCert::load(cert, key)?.server_config()?),
+        _ => None,
+    };
+    let state = web::Data::new(state);
     let workers = args.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
-    tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize, /backup/sync, /backup/customize");
+    tracing::info!(
+        listen = %args.listen,
+        workers,
+        tls = tls.is_some(),
+        bearer_token = args.auth_token_file.is_some(),
+        max_concurrent_requests = limits.max_concurrent,
+        "serving /sync, /finalize, /customize, /backup/sync, /backup/customize"
+    );
+    let (delay, listen) = (Duration::from_secs(args.shutdown_delay_seconds), args.listen);
+    let shutdown_timeout = args.shutdown_timeout_seconds;
     actix_web::rt::System::new()
         .block_on(async move {
-            HttpServer::new(move || App::new().wrap(TracingLogger::default()).configure(app::configure(state.clone())))
-                .workers(workers)
-                .keep_alive(KEEP_ALIVE)
-                .shutdown_timeout(25)
-                .bind(args.listen)?
-                .run()
-                .await
+            let app_state = state.clone();
+            let server = HttpServer::new(move || {
+                App::new().wrap(TracingLogger::default()).configure(app::configure(app_state.clone()))
+            })
+            .workers(workers)
+            // Longer than the idle timeout of Metacontroller's HTTP client (90 s), so the
+            // client always closes first and never sends on a connection being closed.
+            .keep_alive(KEEP_ALIVE)
+            // Signals are ours: readiness must fail before the listener closes.
+            .disable_signals()
+            .shutdown_timeout(shutdown_timeout);
+            let server = match tls {
+                Some(config) => server.bind_rustls_0_23(listen, config)?,
+                None => server.bind(listen)?,
+            }
+            .run();
+            actix_web::rt::spawn(shutdown_on_signal(server.handle(), state, delay));
+            server.await
         })
-        .map_err(|e| format!("serving on {}: {e}", args.listen))
+        .map_err(|e| format!("serving on {listen}: {e}"))
+}
+
+/// On SIGTERM (the kubelet) or SIGINT (a terminal): fail `/readyz` at once, keep
+/// serving for `delay` while the endpoints drop this pod, then stop accepting and
+/// give the requests in flight the shutdown timeout to finish.
+async fn shutdown_on_signal(server: ServerHandle, state: web::Data<State>, delay: Duration) {
+    use actix_web::rt::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot listen for SIGTERM/SIGINT; stopping now");
+        server.stop(true).await;
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    state.start_draining();
+    tracing::info!(signal = name, delay_seconds = delay.as_secs(), "shutting down: /readyz now fails");
+    actix_web::rt::time::sleep(delay).await;
+    tracing::info!(in_flight = state.admission.in_use(), "no longer accepting; finishing the requests in flight");
+    server.stop(true).await;
+    tracing::info!("stopped");
 }
 
 fn secret_seed(args: &ServeArgs) -> Result<[u8; 32], String> {

@@ -5,7 +5,7 @@
 
 use k8s_openapi::{
     api::core::v1::{Pod, Secret},
-    apimachinery::pkg::apis::meta::v1::Condition,
+    apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta},
 };
 
 use crate::{
@@ -16,7 +16,7 @@ use crate::{
     build::{config, pdb, service, statefulset},
     conditions::Conditions,
     error::{Error, Result},
-    metacontroller::{Child, SyncRequest, SyncResponse},
+    metacontroller::{ByKey, Child, SyncRequest, SyncResponse},
     model::{Cluster, Problem},
     observed::Observed,
     restore::{self, Restore},
@@ -108,6 +108,63 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     for (field, value) in [("name", &m.name), ("namespace", &m.namespace), ("uid", &m.uid)] {
         if value.as_deref().is_none_or(str::is_empty) {
             return Err(Error::InvalidRequest(format!("parent.metadata.{field} is missing")));
+        }
+    }
+    let (c, r) = (&request.children, &request.related);
+    keyed_by_name("StatefulSet", &c.stateful_sets)?;
+    keyed_by_name("Service", &c.services)?;
+    keyed_by_name("ConfigMap", &c.config_maps)?;
+    keyed_by_name("Secret", &c.secrets)?;
+    keyed_by_name("PodDisruptionBudget", &c.pod_disruption_budgets)?;
+    keyed_by_name("EndpointSlice", &c.endpoint_slices)?;
+    keyed_by_name("Job", &c.jobs)?;
+    keyed_by_name("Pod", &r.pods)?;
+    let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
+    ours("StatefulSet", &c.stateful_sets, &[&names.stateful_set])?;
+    ours("ConfigMap", &c.config_maps, &[&names.config])?;
+    ours("Secret", &c.secrets, &[&names.credentials])?;
+    Ok(())
+}
+
+/// Every observed StatefulSet, ConfigMap and Secret bears a name this `MySQL`
+/// gives its children. Any other would be left out of the answer, and so deleted
+/// (a StatefulSet with the cluster's data); Metacontroller never sends one for a
+/// parent whose name cannot change, so such a request is refused, not obeyed.
+fn ours<T>(kind: &str, objects: &ByKey<T>, names: &[&str]) -> Result<()>
+where
+    T: k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    for object in objects.values() {
+        let name = object.metadata().name.as_deref().unwrap_or_default();
+        if !names.contains(&name) {
+            return Err(Error::InvalidRequest(format!(
+                "observed {kind} {name:?} is not a child of this MySQL by name; refusing rather than deleting it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every observed object has a name and sits under the key Metacontroller gives it
+/// (`namespace/name`). Children are found by name: one without a name (or under a
+/// key that disagrees with it) would be invisible to the hook and so left out of
+/// the answer, which deletes it, or, for the credentials Secret, replaced by
+/// freshly derived passwords. Metacontroller never sends such a request: refuse it.
+fn keyed_by_name<T>(kind: &str, objects: &ByKey<T>) -> Result<()>
+where
+    T: k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    for (key, object) in objects {
+        let meta = object.metadata();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let expected = match meta.namespace.as_deref() {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+            _ => name.to_owned(),
+        };
+        if name.is_empty() || *key != expected {
+            return Err(Error::InvalidRequest(format!(
+                "observed {kind} under key {key:?} has metadata name {name:?}: not a request Metacontroller sends"
+            )));
         }
     }
     Ok(())

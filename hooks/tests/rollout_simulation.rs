@@ -45,6 +45,8 @@ impl Sim {
             let new_template = sts["spec"]["template"]["spec"]["containers"][0]["image"] == "mysql:8.4.5";
             let rev = if new_template { NEW } else { OLD };
             sts["status"] = json!({"replicas": self.replicas, "updateRevision": rev, "currentRevision": OLD});
+            // Observed objects carry their namespace, as the API server returns them.
+            sts["metadata"]["namespace"] = json!("shop");
             children["StatefulSet.apps/v1"]["shop/db"] = sts;
         }
         let mut pods = serde_json::Map::new();
@@ -68,6 +70,7 @@ impl Sim {
                 |k: &str| env.iter().find(|e| e["name"] == k).and_then(|e| e["value"].as_str()).map(str::to_owned);
             let (target, from) = (var("TARGET").unwrap_or_default(), var("PRIMARY").unwrap_or_default());
             let mut j = job.clone();
+            j["metadata"]["namespace"] = json!("shop");
             j["status"] = json!({"succeeded": 1, "completionTime": at(self.clock),
                                  "conditions": [{"type": "Complete", "status": "True"}]});
             children["Job.batch/v1"][format!("shop/{name}")] = j;
@@ -122,7 +125,7 @@ fn roll(replicas: i32, primary: i32) -> usize {
             "primary": format!("db-{primary}"), "version": "8.4.3", "replicas": replicas, "readyReplicas": replicas,
             "conditions": [{"type": "Initialized", "status": "True", "reason": "Bootstrapped", "message": "",
                             "lastTransitionTime": at(-7200)}]},
-            "children": [{"kind": "StatefulSet", "spec": {
+            "children": [{"kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {
                 "updateStrategy": {"rollingUpdate": {"partition": replicas}},
                 "template": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}}}}]}),
         jobs: Vec::new(),
