@@ -7,6 +7,7 @@
 //!   response with serde_json and nothing else: the least any hook could do;
 //! - `core/<size>`: the core alone on an already decoded request.
 //!
+//! Times are the bench thread's on-CPU time ([`support::cpu::OnCpu`]).
 //! `path / floor` is the cost of the hook's own logic (target: at most 1.5).
 //! Sizes: 1, 3 and 9 Ready replicas, and `large` (9 replicas plus 48 Job pods of
 //! 16 Jobs). `bench/run.sh` runs this with a short measurement time and tabulates it.
@@ -15,9 +16,10 @@ mod support;
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use hooks::metacontroller::{CustomizeRequest, SyncRequest};
 use serde::{Serialize, de::DeserializeOwned};
+use support::cpu::OnCpu;
 
 /// `(label, replicas, job pods)`.
 const SIZES: [(&str, usize, usize); 4] = [("1", 1, 0), ("3", 3, 0), ("9", 9, 0), ("large", 9, 48)];
@@ -33,14 +35,13 @@ fn floor<Req: DeserializeOwned, Resp: Serialize>(body: &[u8], response: &Resp) -
     serde_json::to_vec(response).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn sync(c: &mut Criterion) {
+fn sync(c: &mut Criterion<OnCpu>) {
     let ctx = support::ctx();
     let mut group = c.benchmark_group("sync");
     for (label, replicas, job_pods) in SIZES {
         let body = support::sync_request(replicas, job_pods, false);
         let request: SyncRequest = decode(&body);
         let response = hooks::sync(&request, &ctx).unwrap_or_else(|e| panic!("{e}"));
-        group.throughput(Throughput::Bytes(body.len() as u64));
         group
             .bench_function(BenchmarkId::new("path", label), |b| b.iter(|| support::sync_path(black_box(&body), &ctx)));
         group.bench_function(BenchmarkId::new("floor", label), |b| {
@@ -51,14 +52,13 @@ fn sync(c: &mut Criterion) {
     group.finish();
 }
 
-fn finalize(c: &mut Criterion) {
+fn finalize(c: &mut Criterion<OnCpu>) {
     let ctx = support::ctx();
     let mut group = c.benchmark_group("finalize");
     for (label, replicas, job_pods) in SIZES {
         let body = support::sync_request(replicas, job_pods, true);
         let request: SyncRequest = decode(&body);
         let response = hooks::finalize(&request, &ctx).unwrap_or_else(|e| panic!("{e}"));
-        group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(BenchmarkId::new("path", label), |b| {
             b.iter(|| support::finalize_path(black_box(&body), &ctx));
         });
@@ -72,13 +72,12 @@ fn finalize(c: &mut Criterion) {
     group.finish();
 }
 
-fn customize(c: &mut Criterion) {
+fn customize(c: &mut Criterion<OnCpu>) {
     let mut group = c.benchmark_group("customize");
     for (label, replicas, _) in SIZES {
         let body = support::customize_request(replicas);
         let request: CustomizeRequest = decode(&body);
         let response = hooks::customize(&request).unwrap_or_else(|e| panic!("{e}"));
-        group.throughput(Throughput::Bytes(body.len() as u64));
         group.bench_function(BenchmarkId::new("path", label), |b| b.iter(|| support::customize_path(black_box(&body))));
         group.bench_function(BenchmarkId::new("floor", label), |b| {
             b.iter(|| floor::<CustomizeRequest, _>(black_box(&body), &response));
@@ -88,5 +87,9 @@ fn customize(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sync, finalize, customize);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(OnCpu);
+    targets = sync, finalize, customize
+}
 criterion_main!(benches);

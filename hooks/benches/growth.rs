@@ -4,7 +4,7 @@
 //! line through the pod sweep gives the cost per pod; its R² says whether growth is
 //! linear (a quadratic matching of children to pods would bend it).
 //!
-//! Prints Markdown. `GROWTH_BUDGET_MS` (default 300) is the time spent per point.
+//! Times are on-CPU time of the bench thread. Prints Markdown. `GROWTH_BUDGET_MS` (default 300) is the time spent per point.
 
 // This harness measures time; the core it measures never reads the clock.
 #![allow(clippy::disallowed_methods)]
@@ -16,10 +16,13 @@ use std::{
     time::{Duration, Instant},
 };
 
+use cpu_time::ThreadTime;
+
 use hooks::metacontroller::SyncRequest;
 
-/// Time of one call of `f`: the fastest of nine batches, which on a machine shared
-/// with other work is the estimate least disturbed by it.
+/// On-CPU time of one call of `f` (the thread's CPU clock, so time spent
+/// descheduled while other processes run is not counted): the fastest of nine
+/// batches, the estimate least disturbed by a shared machine.
 fn per_call(budget: Duration, mut f: impl FnMut()) -> Duration {
     // Warm up, and learn how many calls fit in a tenth of the budget.
     let start = Instant::now();
@@ -31,7 +34,7 @@ fn per_call(budget: Duration, mut f: impl FnMut()) -> Duration {
     let batch = (calls / 2).max(1);
     (0..9)
         .map(|_| {
-            let t = Instant::now();
+            let t = ThreadTime::now();
             for _ in 0..batch {
                 f();
             }

@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod cpu;
+
 use std::path::PathBuf;
 
 use hooks::{Context, Timestamp};
