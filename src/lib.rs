@@ -5,6 +5,7 @@
 pub mod app;
 pub mod cli;
 pub mod metrics;
+pub mod request_span;
 
 /// The CRDs as the multi-document YAML committed in `metacontroller/crd.yaml`.
 ///

@@ -7,6 +7,7 @@ use clap::Parser;
 use mysql_hook::{
     app::{self, State},
     cli::{Cli, Command, LogFormat, ServeArgs},
+    request_span::HookSpans,
 };
 use tracing_actix_web::TracingLogger;
 
@@ -46,13 +47,15 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
     tracing::info!(listen = %args.listen, workers, "serving /sync, /finalize, /customize, /backup/sync, /backup/customize");
     actix_web::rt::System::new()
         .block_on(async move {
-            HttpServer::new(move || App::new().wrap(TracingLogger::default()).configure(app::configure(state.clone())))
-                .workers(workers)
-                .keep_alive(KEEP_ALIVE)
-                .shutdown_timeout(25)
-                .bind(args.listen)?
-                .run()
-                .await
+            HttpServer::new(move || {
+                App::new().wrap(TracingLogger::<HookSpans>::new()).configure(app::configure(state.clone()))
+            })
+            .workers(workers)
+            .keep_alive(KEEP_ALIVE)
+            .shutdown_timeout(25)
+            .bind(args.listen)?
+            .run()
+            .await
         })
         .map_err(|e| format!("serving on {}: {e}", args.listen))
 }
