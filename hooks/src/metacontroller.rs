@@ -79,8 +79,9 @@ pub struct Related {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupSyncRequest {
+    /// Skipped unread, as in [`SyncRequest`].
     #[serde(default)]
-    pub controller: serde_json::Value,
+    pub controller: IgnoredAny,
     pub parent: MySQLBackup,
     #[serde(default)]
     pub children: BackupChildren,
@@ -111,8 +112,9 @@ pub struct BackupRelated {
 #[derive(Deserialize, Debug, Clone)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupCustomizeRequest {
+    /// Skipped unread, as in [`SyncRequest`].
     #[serde(default)]
-    pub controller: serde_json::Value,
+    pub controller: IgnoredAny,
     pub parent: MySQLBackup,
 }
 
