@@ -7,6 +7,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod metrics;
+pub mod request_span;
 pub mod tls;
 
 /// The CRDs as the multi-document YAML committed in `metacontroller/crd.yaml`.

@@ -8,6 +8,7 @@ use mysql_hook::{
     app::{self, Limits, State},
     auth::TokenFile,
     cli::{Cli, Command, LogFormat, ServeArgs},
+    request_span::HookSpans,
     tls::ReloadingCert,
 };
 use tracing_actix_web::TracingLogger;
@@ -72,7 +73,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         .block_on(async move {
             let app_state = state.clone();
             let server = HttpServer::new(move || {
-                App::new().wrap(TracingLogger::default()).configure(app::configure(app_state.clone()))
+                App::new().wrap(TracingLogger::<HookSpans>::new()).configure(app::configure(app_state.clone()))
             })
             .workers(workers)
             // Longer than the idle timeout of Metacontroller's HTTP client (90 s), so the

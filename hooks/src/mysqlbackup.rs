@@ -109,7 +109,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         .map(|(k, p)| (k.clone(), p.clone()))
         .collect();
     let view = SyncRequest {
-        controller: serde_json::Value::Null,
+        controller: serde::de::IgnoredAny,
         parent: mysql.clone(),
         children: crate::metacontroller::Children::default(),
         related: Related { pods: cluster_pods, ..Related::default() },
