@@ -28,6 +28,8 @@ pub fn seconds(t: Timestamp) -> String {
 pub struct ScriptResult {
     #[serde(default)]
     pub result: String,
+    /// The pod a failover or switchover promoted.
+    pub primary: Option<String>,
     pub location: Option<String>,
     pub bytes: Option<i64>,
     pub source: Option<String>,

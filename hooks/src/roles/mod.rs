@@ -38,6 +38,7 @@ use crate::{
         job::{self, JobRequest},
         pod::env,
     },
+    jobs::ScriptResult,
     labels,
     model::Cluster,
     observed::{JobState, Observed},
@@ -317,26 +318,22 @@ fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
 /// `reason: message` of a script's error result, or the text itself (clipped)
 /// when it is not one.
 fn error_of(text: &str) -> String {
-    let value: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
-    let field = |k: &str| value.get(k).and_then(serde_json::Value::as_str);
-    match (field("reason"), field("message")) {
-        (Some(reason), Some(message)) => format!("{reason}: {}", clip(message)),
-        (Some(reason), None) => reason.to_owned(),
-        _ => clip(text).to_owned(),
-    }
+    clip(&ScriptResult::parse(text).explain()).to_owned()
 }
 
 /// The new primary a role-change Job reported, if it is a member of the cluster.
 fn promoted(text: &str, c: &Cluster) -> Result<String, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|_| format!("its result is not JSON: {}", clip(text)))?;
-    let result = value.get("result").and_then(serde_json::Value::as_str).unwrap_or_default();
-    if result != "promoted" && result != "switched" {
-        return Err(format!("its result is {result:?}, not promoted or switched"));
+    let result = ScriptResult::parse(text);
+    if result.result != "promoted" && result.result != "switched" {
+        return Err(format!(
+            "its result is {:?}, not promoted or switched: {}",
+            result.result,
+            clip(&result.explain())
+        ));
     }
-    let primary = value.get("primary").and_then(serde_json::Value::as_str).unwrap_or_default();
-    match c.names.ordinal(primary) {
-        Some(o) if o < c.replicas => Ok(primary.to_owned()),
+    let primary = result.primary.unwrap_or_default();
+    match c.names.ordinal(&primary) {
+        Some(o) if o < c.replicas => Ok(primary),
         _ => Err(format!("it named {primary:?}, which is not a member of the cluster")),
     }
 }
