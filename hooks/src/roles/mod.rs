@@ -186,7 +186,8 @@ pub fn plan(input: &Input<'_>) -> Roles {
         name != current
             && purpose.is_some_and(|p| PURPOSES.contains(&p.as_str()))
             && Observed::job_state(j) == JobState::Running
-    }) || input.observed.job_pods_active(&PURPOSES, current);
+    }) || input.observed.job_pods_active(&PURPOSES, current)
+        || ahead_of_status(input, r.operations_started);
     if blocker.is_none() && stray {
         blocker = Some(Blocker::Stray);
         r.resync(BUSY_SECONDS);
@@ -391,6 +392,19 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
 pub fn backoff_seconds(n: i32) -> i64 {
     let doublings = u32::try_from(n.saturating_sub(1).clamp(0, 5)).unwrap_or(0);
     (10_i64 << doublings).min(300)
+}
+
+/// Whether a role-change Job numbered past `operations_started` exists, in any
+/// state: then the observed status is older than the Job (Metacontroller can send
+/// a parent from before its last status write while the Job it created has already
+/// finished). Starting another attempt then would run two role changes for one
+/// outage; the full loop saw one failover create and delete Jobs five times that
+/// way. Waiting for a sync with the newer status is always safe.
+fn ahead_of_status(input: &Input<'_>, operations_started: i32) -> bool {
+    (1..=16).any(|k| {
+        let n = operations_started.saturating_add(k).to_string();
+        PURPOSES.iter().any(|p| input.observed.job(&input.cluster.names.job(p, &n)).is_some())
+    })
 }
 
 /// Records a new operation and emits its Job.
