@@ -141,6 +141,7 @@ spec:
     matchExpressions:
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Pending]}
+    - {key: '.metadata.labels["full-loop/not-ready"]', operator: DoesNotExist}
     - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ["True"]
@@ -196,7 +197,12 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $primary := "" }}
-      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ end }}
+      {{ $target := "" }}
+      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ if eq .name "TARGET" }}{{ $target = .value }}{{ end }}{{ end }}
+      {{ $purpose := index .metadata.labels "mysqlhook.dev/purpose" }}
+      {{ $msg := printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary }}
+      {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" "db-1" $primary }}{{ end }}
+      {{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
       conditions:
       - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
       - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
@@ -211,7 +217,7 @@ spec:
           terminated:
             exitCode: 0
             reason: Completed
-            message: {{ printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary | Quote }}
+            message: {{ $msg | Quote }}
             startedAt: {{ $now | Quote }}
             finishedAt: {{ $now | Quote }}
       {{ end }}
@@ -630,6 +636,69 @@ def no_warning_events(loop: Loop) -> None:
     say("no Warning events on the MySQL")
 
 
+def failover(loop: Loop) -> None:
+    """The primary db-0 turns not Ready: after the grace period Job db-failover-* promotes db-1."""
+    old, new = f"{NAME}-0", f"{NAME}-1"
+    # Mark the pod so that kwok's pod-ready stage leaves it alone, then flip its
+    # Ready condition through the status subresource (what a kubelet would write).
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}",
+                     {"metadata": {"labels": {"full-loop/not-ready": "true"}}},
+                     content_type="application/merge-patch+json")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}/status",
+                     {"status": {"conditions": [
+                         {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "FullLoop"},
+                         {"type": "ContainersReady", "status": "False", "lastTransitionTime": now,
+                          "reason": "FullLoop"}]}},
+                     content_type="application/strategic-merge-patch+json")
+    t0 = time.monotonic()
+    af = condition(loop.mysql(), "AutomaticFailover")
+    say(f"{old} marked not Ready (AutomaticFailover was {af.get('status')} {af.get('reason')}: {af.get('message')})")
+    jobs = loop.watchers["jobs"]
+
+    def failover_jobs() -> list[dict]:
+        return jobs.seen(lambda _t, o: o["metadata"]["name"].startswith(f"{NAME}-failover-"))
+
+    seen = loop.wait("a failover Job", failover_jobs, timeout=60, detail=lambda: short_status(loop.mysql()))
+    t_job = time.monotonic()
+    job_name = seen[0]["metadata"]["name"]
+    say(f"Job {job_name} created {t_job - t0:.1f}s after {old} turned not Ready")
+    if t_job - t0 < 9:
+        raise StepFailed(f"failover Job {job_name} came {t_job - t0:.1f}s after the outage, before the "
+                         "default 10 s grace period")
+
+    def selector() -> str | None:
+        svc = loop.k8s.get("v1", "Service", f"{NAME}-primary", NAMESPACE)
+        return (svc["spec"].get("selector") or {}).get("statefulset.kubernetes.io/pod-name")
+
+    loop.wait(f"Service {NAME}-primary to select {new}", lambda: selector() == new, timeout=60,
+              detail=lambda: f"selector {selector()}; {short_status(loop.mysql())}")
+    t_svc = time.monotonic()
+    loop.timings.append((f"{old} not Ready -> failover Job created", t_job - t0))
+    loop.timings.append((f"{old} not Ready -> {NAME}-primary selects {new}", t_svc - t0))
+    m = loop.wait(f"status.primary {new}", lambda: (loop.mysql() or {}).get("status", {}).get("primary") == new
+                  and loop.mysql(), timeout=30, detail=lambda: short_status(loop.mysql()))
+    cm = loop.k8s.get("v1", "ConfigMap", f"{NAME}-config", NAMESPACE)
+    if (cm.get("data") or {}).get("primary") != new:
+        raise StepFailed(f"ConfigMap {NAME}-config primary is {(cm.get('data') or {}).get('primary')!r}, want {new}")
+    ips = loop.facts["ips"]
+
+    def replica_ips() -> list[str]:
+        sl = loop.k8s.get("discovery.k8s.io/v1", "EndpointSlice", f"{NAME}-replicas", NAMESPACE)
+        return sorted(a for e in sl.get("endpoints") or [] for a in e.get("addresses") or [])
+
+    loop.wait(f"EndpointSlice {NAME}-replicas to exclude {new} ({ips[new]})",
+              lambda: ips[new] not in replica_ips(), timeout=30, detail=lambda: str(replica_ips()))
+    changes = (m.get("status") or {}).get("roleChanges") or []
+    fo = [c for c in changes if c.get("kind") == "Failover" and c.get("from") == old and c.get("to") == new]
+    if not fo:
+        raise StepFailed(f"status.roleChanges does not record the failover: {changes}")
+    say(f"failover done: {NAME}-primary selects {new} {t_svc - t0:.1f}s after {old} turned not Ready; "
+        f"ConfigMap primary {new}; {NAME}-replicas {replica_ips()}; roleChanges {json.dumps(changes)}")
+    if t_svc - t0 >= 20:
+        loop.notes.append(f"failover took {t_svc - t0:.1f}s, over the 20 s target")
+
+
 def delete_cluster(loop: Loop) -> None:
     """Delete the MySQL: finalize runs, the StatefulSet and pods go, then the MySQL."""
     calls_before = loop.hook_calls("finalize")
@@ -671,6 +740,7 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     replica_endpoints,
     no_churn,
     no_warning_events,
+    failover,
     delete_cluster,
 ]
 
