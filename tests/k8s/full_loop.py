@@ -201,7 +201,7 @@ spec:
       {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ if eq .name "TARGET" }}{{ $target = .value }}{{ end }}{{ end }}
       {{ $purpose := index .metadata.labels "mysqlhook.dev/purpose" }}
       {{ $msg := printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary }}
-      {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" "db-1" $primary }}{{ end }}
+      {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" (ternary "db-2" "db-1" (eq $primary "db-1")) $primary }}{{ end }}
       {{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
       conditions:
       - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
@@ -636,9 +636,80 @@ def no_warning_events(loop: Loop) -> None:
     say("no Warning events on the MySQL")
 
 
+def role_jobs(loop: Loop, purpose: str, since: float) -> None:
+    """Prints every db-<purpose>-* Job created since `since` and what became of it;
+    more than one for a single role change is noted (two scripts ran)."""
+    created: dict[str, float] = {}
+    gone: set[str] = set()
+    for t, typ, o in loop.watchers["jobs"].since(since):
+        n = o["metadata"]["name"]
+        if n.startswith(f"{NAME}-{purpose}-"):
+            created.setdefault(n, t - since)
+            if typ == "DELETED":
+                gone.add(n)
+    say(f"{purpose} Jobs: " + ", ".join(f"{n} at {t:.1f}s{' (deleted)' if n in gone else ''}"
+                                        for n, t in sorted(created.items(), key=lambda x: x[1])))
+    if len(created) > 1:
+        loop.notes.append(f"{len(created)} {purpose} Jobs for one role change: {sorted(created)} "
+                          f"(deleted: {sorted(gone)})")
+
+
+UPGRADE_TO = "8.4.4"
+
+
+def upgrade(loop: Loop) -> None:
+    """spec.version 8.4.3 -> 8.4.4: the partition walk rolls every pod with one switchover."""
+    m0 = loop.mysql() or {}
+    if (m0.get("status") or {}).get("primary") != f"{NAME}-0":
+        raise StepFailed(f"the upgrade wants primary {NAME}-0 to start: {short_status(m0)}")
+    changes_before = len((m0.get("status") or {}).get("roleChanges") or [])
+    t0 = time.monotonic()
+    loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                     {"spec": {"version": UPGRADE_TO}}, content_type="application/merge-patch+json")
+    say(f"spec.version -> {UPGRADE_TO}")
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
+
+    def state() -> tuple[bool, str]:
+        m = loop.mysql() or {}
+        st = m.get("status") or {}
+        sts = loop.k8s.get("apps/v1", "StatefulSet", NAME, NAMESPACE)
+        rev = (sts.get("status") or {}).get("updateRevision")
+        pods = {n: loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE) for n in names}
+        hashes = {n: ((p or {}).get("metadata", {}).get("labels") or {}).get("controller-revision-hash")
+                  for n, p in pods.items()}
+        prog = condition(m, "Progressing")
+        ok = (st.get("version") == UPGRADE_TO and prog.get("status") == "False" and prog.get("reason") == "UpToDate"
+              and all(h == rev for h in hashes.values()) and all(pod_ready(p) for p in pods.values())
+              and st.get("readyReplicas") == REPLICAS and st.get("observedGeneration") == m["metadata"]["generation"])
+        return ok, (f"{short_status(m)} version={st.get('version')} rollout={json.dumps(st.get('rollout'))} "
+                    f"updateRevision={rev} hashes={hashes}")
+
+    loop.wait(f"the rollout to {UPGRADE_TO} to complete", lambda: state()[0], timeout=180,
+              detail=lambda: state()[1])
+    secs = time.monotonic() - t0
+    loop.timings.append((f"spec.version {UPGRADE_TO} -> rollout complete", secs))
+    m = loop.mysql() or {}
+    changes = ((m.get("status") or {}).get("roleChanges") or [])[changes_before:]
+    order = []
+    for t, typ, o in loop.watchers["pods"].since(t0):
+        n = o["metadata"]["name"]
+        if n in names and typ in ("DELETED", "ADDED"):
+            order.append(f"{t - t0:5.1f}s {typ.lower()} {n}")
+    say(f"rollout to {UPGRADE_TO} complete in {secs:.1f}s; {short_status(m)}")
+    say("pod updates, in order:\n    " + "\n    ".join(order))
+    say(f"role changes during the rollout: {json.dumps(changes)}")
+    loop.notes.append("upgrade pod order: " + ", ".join(x.split(None, 1)[1] for x in order))
+    role_jobs(loop, "switchover", t0)
+    if len(changes) != 1 or changes[0].get("kind") != "Switchover":
+        raise StepFailed(f"want exactly one role change (a switchover) during the rollout, got {changes}")
+    loop.facts["ips"] = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
+
+
 def failover(loop: Loop) -> None:
-    """The primary db-0 turns not Ready: after the grace period Job db-failover-* promotes db-1."""
-    old, new = f"{NAME}-0", f"{NAME}-1"
+    """The primary turns not Ready: after the grace period a db-failover-* Job promotes a replica."""
+    old = ((loop.mysql() or {}).get("status") or {}).get("primary")
+    # kwok's failover pod reports db-1 promoted (db-2 when db-1 was the primary).
+    new = f"{NAME}-2" if old == f"{NAME}-1" else f"{NAME}-1"
     # Mark the pod so that kwok's pod-ready stage leaves it alone, then flip its
     # Ready condition through the status subresource (what a kubelet would write).
     loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}",
@@ -695,6 +766,7 @@ def failover(loop: Loop) -> None:
         raise StepFailed(f"status.roleChanges does not record the failover: {changes}")
     say(f"failover done: {NAME}-primary selects {new} {t_svc - t0:.1f}s after {old} turned not Ready; "
         f"ConfigMap primary {new}; {NAME}-replicas {replica_ips()}; roleChanges {json.dumps(changes)}")
+    role_jobs(loop, "failover", t0)
     if t_svc - t0 >= 20:
         loop.notes.append(f"failover took {t_svc - t0:.1f}s, over the 20 s target")
 
@@ -740,6 +812,7 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     replica_endpoints,
     no_churn,
     no_warning_events,
+    upgrade,
     failover,
     delete_cluster,
 ]
@@ -967,7 +1040,8 @@ def run(args: argparse.Namespace) -> int:
                             ("secrets", f"/api/v1{ns}/secrets"),
                             ("pdbs", f"/apis/policy/v1{ns}/poddisruptionbudgets"),
                             ("endpointslices", f"/apis/discovery.k8s.io/v1{ns}/endpointslices"),
-                            ("jobs", f"/apis/batch/v1{ns}/jobs")):
+                            ("jobs", f"/apis/batch/v1{ns}/jobs"),
+                            ("pods", f"/api/v1{ns}/pods")):
             w = Watcher(k8s, path, label)
             loop.watchers[label] = w
             w.start()
