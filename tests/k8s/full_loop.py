@@ -141,6 +141,7 @@ spec:
     matchExpressions:
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Pending]}
+    - {key: '.metadata.labels["full-loop/not-ready"]', operator: DoesNotExist}
     - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
       operator: NotIn
       values: ["True"]
@@ -196,7 +197,12 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $primary := "" }}
-      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ end }}
+      {{ $target := "" }}
+      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ if eq .name "TARGET" }}{{ $target = .value }}{{ end }}{{ end }}
+      {{ $purpose := index .metadata.labels "mysqlhook.dev/purpose" }}
+      {{ $msg := printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary }}
+      {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" (ternary "db-2" "db-1" (eq $primary "db-1")) $primary }}{{ end }}
+      {{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
       conditions:
       - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
       - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
@@ -211,7 +217,7 @@ spec:
           terminated:
             exitCode: 0
             reason: Completed
-            message: {{ printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary | Quote }}
+            message: {{ $msg | Quote }}
             startedAt: {{ $now | Quote }}
             finishedAt: {{ $now | Quote }}
       {{ end }}
@@ -630,6 +636,141 @@ def no_warning_events(loop: Loop) -> None:
     say("no Warning events on the MySQL")
 
 
+def role_jobs(loop: Loop, purpose: str, since: float) -> None:
+    """Prints every db-<purpose>-* Job created since `since` and what became of it;
+    more than one for a single role change is noted (two scripts ran)."""
+    created: dict[str, float] = {}
+    gone: set[str] = set()
+    for t, typ, o in loop.watchers["jobs"].since(since):
+        n = o["metadata"]["name"]
+        if n.startswith(f"{NAME}-{purpose}-"):
+            created.setdefault(n, t - since)
+            if typ == "DELETED":
+                gone.add(n)
+    say(f"{purpose} Jobs: " + ", ".join(f"{n} at {t:.1f}s{' (deleted)' if n in gone else ''}"
+                                        for n, t in sorted(created.items(), key=lambda x: x[1])))
+    if len(created) > 1:
+        loop.notes.append(f"{len(created)} {purpose} Jobs for one role change: {sorted(created)} "
+                          f"(deleted: {sorted(gone)})")
+
+
+UPGRADE_TO = "8.4.4"
+
+
+def upgrade(loop: Loop) -> None:
+    """spec.version 8.4.3 -> 8.4.4: the partition walk rolls every pod with one switchover."""
+    m0 = loop.mysql() or {}
+    if (m0.get("status") or {}).get("primary") != f"{NAME}-0":
+        raise StepFailed(f"the upgrade wants primary {NAME}-0 to start: {short_status(m0)}")
+    changes_before = len((m0.get("status") or {}).get("roleChanges") or [])
+    t0 = time.monotonic()
+    loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                     {"spec": {"version": UPGRADE_TO}}, content_type="application/merge-patch+json")
+    say(f"spec.version -> {UPGRADE_TO}")
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
+
+    def state() -> tuple[bool, str]:
+        m = loop.mysql() or {}
+        st = m.get("status") or {}
+        sts = loop.k8s.get("apps/v1", "StatefulSet", NAME, NAMESPACE)
+        rev = (sts.get("status") or {}).get("updateRevision")
+        pods = {n: loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE) for n in names}
+        hashes = {n: ((p or {}).get("metadata", {}).get("labels") or {}).get("controller-revision-hash")
+                  for n, p in pods.items()}
+        prog = condition(m, "Progressing")
+        ok = (st.get("version") == UPGRADE_TO and prog.get("status") == "False" and prog.get("reason") == "UpToDate"
+              and all(h == rev for h in hashes.values()) and all(pod_ready(p) for p in pods.values())
+              and st.get("readyReplicas") == REPLICAS and st.get("observedGeneration") == m["metadata"]["generation"])
+        return ok, (f"{short_status(m)} version={st.get('version')} rollout={json.dumps(st.get('rollout'))} "
+                    f"updateRevision={rev} hashes={hashes}")
+
+    loop.wait(f"the rollout to {UPGRADE_TO} to complete", lambda: state()[0], timeout=180,
+              detail=lambda: state()[1])
+    secs = time.monotonic() - t0
+    loop.timings.append((f"spec.version {UPGRADE_TO} -> rollout complete", secs))
+    m = loop.mysql() or {}
+    changes = ((m.get("status") or {}).get("roleChanges") or [])[changes_before:]
+    order = []
+    for t, typ, o in loop.watchers["pods"].since(t0):
+        n = o["metadata"]["name"]
+        if n in names and typ in ("DELETED", "ADDED"):
+            order.append(f"{t - t0:5.1f}s {typ.lower()} {n}")
+    say(f"rollout to {UPGRADE_TO} complete in {secs:.1f}s; {short_status(m)}")
+    say("pod updates, in order:\n    " + "\n    ".join(order))
+    say(f"role changes during the rollout: {json.dumps(changes)}")
+    loop.notes.append("upgrade pod order: " + ", ".join(x.split(None, 1)[1] for x in order))
+    role_jobs(loop, "switchover", t0)
+    if len(changes) != 1 or changes[0].get("kind") != "Switchover":
+        raise StepFailed(f"want exactly one role change (a switchover) during the rollout, got {changes}")
+    loop.facts["ips"] = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
+
+
+def failover(loop: Loop) -> None:
+    """The primary turns not Ready: after the grace period a db-failover-* Job promotes a replica."""
+    old = ((loop.mysql() or {}).get("status") or {}).get("primary")
+    # kwok's failover pod reports db-1 promoted (db-2 when db-1 was the primary).
+    new = f"{NAME}-2" if old == f"{NAME}-1" else f"{NAME}-1"
+    # Mark the pod so that kwok's pod-ready stage leaves it alone, then flip its
+    # Ready condition through the status subresource (what a kubelet would write).
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}",
+                     {"metadata": {"labels": {"full-loop/not-ready": "true"}}},
+                     content_type="application/merge-patch+json")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}/status",
+                     {"status": {"conditions": [
+                         {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "FullLoop"},
+                         {"type": "ContainersReady", "status": "False", "lastTransitionTime": now,
+                          "reason": "FullLoop"}]}},
+                     content_type="application/strategic-merge-patch+json")
+    t0 = time.monotonic()
+    af = condition(loop.mysql(), "AutomaticFailover")
+    say(f"{old} marked not Ready (AutomaticFailover was {af.get('status')} {af.get('reason')}: {af.get('message')})")
+    jobs = loop.watchers["jobs"]
+
+    def failover_jobs() -> list[dict]:
+        return jobs.seen(lambda _t, o: o["metadata"]["name"].startswith(f"{NAME}-failover-"))
+
+    seen = loop.wait("a failover Job", failover_jobs, timeout=60, detail=lambda: short_status(loop.mysql()))
+    t_job = time.monotonic()
+    job_name = seen[0]["metadata"]["name"]
+    say(f"Job {job_name} created {t_job - t0:.1f}s after {old} turned not Ready")
+    if t_job - t0 < 9:
+        raise StepFailed(f"failover Job {job_name} came {t_job - t0:.1f}s after the outage, before the "
+                         "default 10 s grace period")
+
+    def selector() -> str | None:
+        svc = loop.k8s.get("v1", "Service", f"{NAME}-primary", NAMESPACE)
+        return (svc["spec"].get("selector") or {}).get("statefulset.kubernetes.io/pod-name")
+
+    loop.wait(f"Service {NAME}-primary to select {new}", lambda: selector() == new, timeout=60,
+              detail=lambda: f"selector {selector()}; {short_status(loop.mysql())}")
+    t_svc = time.monotonic()
+    loop.timings.append((f"{old} not Ready -> failover Job created", t_job - t0))
+    loop.timings.append((f"{old} not Ready -> {NAME}-primary selects {new}", t_svc - t0))
+    m = loop.wait(f"status.primary {new}", lambda: (loop.mysql() or {}).get("status", {}).get("primary") == new
+                  and loop.mysql(), timeout=30, detail=lambda: short_status(loop.mysql()))
+    cm = loop.k8s.get("v1", "ConfigMap", f"{NAME}-config", NAMESPACE)
+    if (cm.get("data") or {}).get("primary") != new:
+        raise StepFailed(f"ConfigMap {NAME}-config primary is {(cm.get('data') or {}).get('primary')!r}, want {new}")
+    ips = loop.facts["ips"]
+
+    def replica_ips() -> list[str]:
+        sl = loop.k8s.get("discovery.k8s.io/v1", "EndpointSlice", f"{NAME}-replicas", NAMESPACE)
+        return sorted(a for e in sl.get("endpoints") or [] for a in e.get("addresses") or [])
+
+    loop.wait(f"EndpointSlice {NAME}-replicas to exclude {new} ({ips[new]})",
+              lambda: ips[new] not in replica_ips(), timeout=30, detail=lambda: str(replica_ips()))
+    changes = (m.get("status") or {}).get("roleChanges") or []
+    fo = [c for c in changes if c.get("kind") == "Failover" and c.get("from") == old and c.get("to") == new]
+    if not fo:
+        raise StepFailed(f"status.roleChanges does not record the failover: {changes}")
+    say(f"failover done: {NAME}-primary selects {new} {t_svc - t0:.1f}s after {old} turned not Ready; "
+        f"ConfigMap primary {new}; {NAME}-replicas {replica_ips()}; roleChanges {json.dumps(changes)}")
+    role_jobs(loop, "failover", t0)
+    if t_svc - t0 >= 20:
+        loop.notes.append(f"failover took {t_svc - t0:.1f}s, over the 20 s target")
+
+
 def delete_cluster(loop: Loop) -> None:
     """Delete the MySQL: finalize runs, the StatefulSet and pods go, then the MySQL."""
     calls_before = loop.hook_calls("finalize")
@@ -671,6 +812,8 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     replica_endpoints,
     no_churn,
     no_warning_events,
+    upgrade,
+    failover,
     delete_cluster,
 ]
 
@@ -897,7 +1040,8 @@ def run(args: argparse.Namespace) -> int:
                             ("secrets", f"/api/v1{ns}/secrets"),
                             ("pdbs", f"/apis/policy/v1{ns}/poddisruptionbudgets"),
                             ("endpointslices", f"/apis/discovery.k8s.io/v1{ns}/endpointslices"),
-                            ("jobs", f"/apis/batch/v1{ns}/jobs")):
+                            ("jobs", f"/apis/batch/v1{ns}/jobs"),
+                            ("pods", f"/api/v1{ns}/pods")):
             w = Watcher(k8s, path, label)
             loop.watchers[label] = w
             w.start()
