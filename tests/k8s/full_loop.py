@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -57,7 +58,7 @@ from typing import Any, Callable
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (  # noqa: E402
-    REPO, ApiError, Cluster, HarnessError, ensure_binaries, free_ports, load_yaml_docs,
+    REPO, ApiError, Cluster, HarnessError, _die_with_parent, ensure_binaries, free_ports, load_yaml_docs,
 )
 
 NAMESPACE = "demo"
@@ -803,6 +804,211 @@ def delete_cluster(loop: Loop) -> None:
                          f"{[p['metadata']['name'] for p in pvcs]}")
 
 
+# ------------------------------------------------------------------ chaos (issue 9)
+# Each scenario records the uid of every child, pod and volume claim, breaks
+# something while Metacontroller is syncing, repairs it, and asserts that the cluster
+# converges (Running, same primary, a fresh sync answered) with the same uids:
+# nothing was deleted or recreated on the way.
+
+
+def restart_component(loop: Loop, name: str, sig: int, down_seconds: float = 0.0) -> float:
+    """Stops the spawned component `name` with `sig`, waits `down_seconds`, starts it
+    again with the same argv, appending to the same log (log_tail and
+    --capture-fixtures keep working). Returns when it was started again."""
+    procs = loop.k8s.procs
+    idx = next(i for i, (n, _) in enumerate(procs) if n == name)
+    p = procs[idx][1]
+    p.send_signal(sig)
+    try:
+        p.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=15)
+    say(f"{name} stopped by {signal.Signals(sig).name} (exit status {p.returncode})")
+    time.sleep(down_seconds)
+    assert loop.k8s.tmp is not None
+    logf = open(loop.k8s.tmp / f"{name}.log", "ab")
+    loop.k8s._logs.append(logf)  # closed by Cluster.stop
+    new = subprocess.Popen(p.args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                           cwd=loop.k8s.tmp, start_new_session=True, preexec_fn=_die_with_parent)
+    procs[idx] = (name, new)
+    return time.monotonic()
+
+
+def uid_snapshot(loop: Loop) -> dict[str, str]:
+    """`Kind name` -> uid of every child, server pod and volume claim."""
+    out = {}
+    for api, kind, name in CHILDREN:
+        o = loop.k8s.get(api, kind, name, NAMESPACE)
+        out[f"{kind} {name}"] = o["metadata"]["uid"]
+    for kind, path in (("Pod", "pods"), ("PersistentVolumeClaim", "persistentvolumeclaims")):
+        for o in loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/{path}")["items"]:
+            if kind == "Pod" and not (o["metadata"].get("labels") or {}).get("statefulset.kubernetes.io/pod-name"):
+                continue  # Job pods come and go; the server pods must not
+            out[f"{kind} {o['metadata']['name']}"] = o["metadata"]["uid"]
+    if sum(k.startswith("Pod ") for k in out) != REPLICAS or \
+            sum(k.startswith("PersistentVolumeClaim ") for k in out) != REPLICAS:
+        raise StepFailed(f"expected {REPLICAS} server pods and volume claims, found {sorted(out)}")
+    return out
+
+
+def same_uids(loop: Loop, before: dict[str, str], what: str) -> None:
+    after = {}
+    for key in before:
+        kind, name = key.split(" ", 1)
+        api = next((a for a, k, n in CHILDREN if k == kind and n == name), "v1")
+        o = loop.k8s.get_or_none(api, kind, name, NAMESPACE)
+        after[key] = o["metadata"]["uid"] if o else "<gone>"
+        if o and o["metadata"].get("deletionTimestamp"):
+            after[key] += " (being deleted)"
+    moved = [f"{k}: {before[k]} -> {after[k]}" for k in before if before[k] != after[k]]
+    deleted = [o for _, typ, o in sum((w.since(loop.facts["chaos_start"]) for w in loop.watchers.values()), [])
+               if typ == "DELETED" and o["metadata"].get("uid") in before.values()]
+    if moved or deleted:
+        raise StepFailed(f"{what}: something was deleted or recreated:\n    " + "\n    ".join(
+            moved + [f"watch saw DELETED {o.get('kind')} {o['metadata']['name']}" for o in deleted]))
+    say(f"{what}: the same {len(before)} uids (children, server pods, volume claims); no DELETED event")
+
+
+def converge(loop: Loop, what: str, since: float, syncs_before: int) -> float:
+    """Waits for Running with the same primary, readyReplicas, Ready=True, and a sync
+    answered after `since`; records and returns the time from `since`."""
+    primary = loop.facts["chaos_primary"]
+
+    def ok() -> bool:
+        m = loop.mysql()
+        st = (m or {}).get("status") or {}
+        return (loop.hook_calls("sync") > syncs_before and st.get("phase") == "Running"
+                and st.get("primary") == primary and st.get("readyReplicas") == REPLICAS
+                and condition(m, "Ready").get("status") == "True")
+
+    loop.wait(f"{what}: a new sync, then Running with primary {primary}", ok, timeout=90,
+              detail=lambda: f"{short_status(loop.mysql())}; sync calls {loop.hook_calls('sync')}")
+    secs = time.monotonic() - since
+    loop.timings.append((f"{what} -> converged", secs))
+    say(f"{what}: converged {secs:.1f}s after recovery: {short_status(loop.mysql())}")
+    return secs
+
+
+def chaos_begin(loop: Loop) -> dict[str, str]:
+    m = loop.mysql()
+    loop.facts["chaos_primary"] = ((m or {}).get("status") or {}).get("primary")
+    loop.facts.setdefault("chaos_start", time.monotonic())
+    return uid_snapshot(loop)
+
+
+def warning_count(loop: Loop, reason: str) -> int:
+    evs = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/events",
+                           params={"fieldSelector": f"involvedObject.name={NAME},type=Warning"})["items"]
+    return sum(int(e.get("count") or 1) for e in evs if e.get("reason") == reason
+               and (e.get("involvedObject") or {}).get("kind") == "MySQL")
+
+
+def mc_log_lines(loop: Loop, pattern: str, after_bytes: int) -> list[str]:
+    text = loop.mc_log.read_bytes()[after_bytes:].decode(errors="replace")
+    return [l for l in text.splitlines() if re.search(pattern, l)]
+
+
+def chaos_kill_hook(loop: Loop) -> None:
+    """SIGKILL the hook right after an edit that triggers a sync; down 5 s; restart; converge."""
+    before = chaos_begin(loop)
+    log_at = loop.mc_log.stat().st_size
+    warnings_before = warning_count(loop, "SyncError")
+    loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                     {"metadata": {"annotations": {"full-loop/chaos": "kill-hook"}}},
+                     content_type="application/merge-patch+json")
+    hook_port = loop.hook_url.rsplit(":", 1)[1]
+    up = restart_component(loop, "mysql-hook", signal.SIGKILL, down_seconds=5)
+    wait_http(f"{loop.hook_url}/healthz", "mysql-hook (restarted)", 30, loop.procs_ok)
+    refused = mc_log_lines(loop, rf"127\.0\.0\.1:{hook_port}.*(refused|EOF|reset)", log_at)
+    say(f"hook restarted on port {hook_port}; Metacontroller logged {len(refused)} connection errors "
+        f"and {warning_count(loop, 'SyncError') - warnings_before} SyncError events while it was down" + (f", e.g.\n      {refused[0][:400]}" if refused else ""))
+    if not refused:
+        loop.notes.append("kill-hook: Metacontroller logged no connection error while the hook was down")
+    # The restarted hook's counters start at 0: any sync it answers is a new one.
+    converge(loop, "kill hook (SIGKILL, 5 s down)", up, 0)
+    same_uids(loop, before, "kill hook")
+
+
+def chaos_restart_metacontroller(loop: Loop) -> None:
+    """SIGTERM Metacontroller, start it again with the same arguments; converge."""
+    before = chaos_begin(loop)
+    syncs = loop.hook_calls("sync")
+    up = restart_component(loop, "metacontroller", signal.SIGTERM, down_seconds=2)
+    converge(loop, "restart Metacontroller (SIGTERM)", up, syncs)
+    same_uids(loop, before, "restart Metacontroller")
+
+
+def set_sync_url(loop: Loop, url: str) -> None:
+    cc = loop.k8s.get("metacontroller.k8s.io/v1alpha1", "CompositeController", CC_NAME)
+    cc["spec"]["hooks"]["sync"]["webhook"]["url"] = url
+    loop.k8s.request("PUT", f"/apis/metacontroller.k8s.io/v1alpha1/compositecontrollers/{CC_NAME}", cc)
+
+
+def chaos_misconfigured_sync_url(loop: Loop) -> None:
+    """The sync URL points at a 404 path, then a closed port: SyncError events, nothing
+    touched; the URL fixed: converge."""
+    before = chaos_begin(loop)
+    good = f"{loop.hook_url}/sync"
+    closed = f"http://127.0.0.1:{free_ports(1)[0]}/sync"
+    for bad in (f"{loop.hook_url}/no-such-hook", closed):
+        warnings_before = warning_count(loop, "SyncError")
+        log_at = loop.mc_log.stat().st_size
+        t = time.monotonic()
+        set_sync_url(loop, bad)
+        loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                         {"metadata": {"annotations": {"full-loop/chaos": bad}}},
+                         content_type="application/merge-patch+json")
+        loop.wait(f"a SyncError event with the sync URL {bad}",
+                  lambda: warning_count(loop, "SyncError") > warnings_before, timeout=60,
+                  detail=lambda: f"SyncError count {warning_count(loop, 'SyncError')}")
+        say(f"sync URL {bad}: first SyncError event after {time.monotonic() - t:.1f}s")
+        time.sleep(8)  # a resync or two of refusals
+        errs = mc_log_lines(loop, r'"level":"error"', log_at)
+        say(f"sync URL {bad}: {warning_count(loop, 'SyncError') - warnings_before} SyncError events, "
+            f"{len(errs)} error lines in the Metacontroller log" + (f", e.g.\n      {errs[-1][:500]}" if errs else ""))
+        same_uids(loop, before, f"sync URL {bad}")
+    syncs = loop.hook_calls("sync")
+    t = time.monotonic()
+    set_sync_url(loop, good)
+    converge(loop, "misconfigured sync URL fixed", t, syncs)
+    same_uids(loop, before, "sync URL fixed")
+
+
+def chaos_stray_child(loop: Loop) -> None:
+    """A ConfigMap not named like a child but controlled by the MySQL: the hook refuses
+    (422), Metacontroller records SyncError and touches nothing; the stray removed: converge."""
+    before = chaos_begin(loop)
+    warnings_before = warning_count(loop, "SyncError")
+    log_at = loop.mc_log.stat().st_size
+    stray = f"{NAME}-stray"
+    t = time.monotonic()
+    loop.k8s.create({"apiVersion": "v1", "kind": "ConfigMap",
+                     # The generated selector's label, or Metacontroller releases it.
+                     "metadata": {"name": stray, "namespace": NAMESPACE,
+                                  "labels": {"controller-uid": loop.facts["uid"]}, "ownerReferences": [{
+                         "apiVersion": API, "kind": "MySQL", "name": NAME, "uid": loop.facts["uid"],
+                         "controller": True}]},
+                     "data": {"full-loop": "a child the hook does not know"}})
+    loop.wait("a SyncError event for the stray ConfigMap", lambda: warning_count(loop, "SyncError") > warnings_before,
+              timeout=60, detail=lambda: f"SyncError count {warning_count(loop, 'SyncError')}")
+    say(f"stray ConfigMap {stray}: first SyncError event after {time.monotonic() - t:.1f}s")
+    time.sleep(6)
+    refused = mc_log_lines(loop, r"422", log_at)
+    say(f"stray ConfigMap: {warning_count(loop, 'SyncError') - warnings_before} SyncError events, "
+        f"{len(refused)} log lines with 422" + (f", e.g.\n      {refused[-1][:500]}" if refused else ""))
+    if not refused:
+        raise StepFailed("no 422 from the hook in the Metacontroller log")
+    if loop.k8s.get_or_none("v1", "ConfigMap", stray, NAMESPACE) is None:
+        raise StepFailed(f"the stray ConfigMap {stray} was deleted")
+    same_uids(loop, before, "stray ConfigMap present")
+    syncs = loop.hook_calls("sync")
+    t = time.monotonic()
+    loop.k8s.delete("v1", "ConfigMap", stray, NAMESPACE, wait=False)
+    converge(loop, "stray ConfigMap removed", t, syncs)
+    same_uids(loop, before, "stray ConfigMap removed")
+
+
 SCENARIOS: list[Callable[[Loop], None]] = [
     create_cluster,
     children_exist,
@@ -812,6 +1018,10 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     replica_endpoints,
     no_churn,
     no_warning_events,
+    chaos_kill_hook,
+    chaos_restart_metacontroller,
+    chaos_misconfigured_sync_url,
+    chaos_stray_child,
     upgrade,
     failover,
     delete_cluster,
