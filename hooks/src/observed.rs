@@ -132,6 +132,12 @@ impl<'a> Observed<'a> {
         self.request.children.secrets.values().find(|s| s.metadata.name.as_deref() == Some(secret))?.data.as_ref()
     }
 
+    /// Whether any pod of the Job `job` was observed, in any state.
+    #[must_use]
+    pub fn job_has_pods(&self, job: &str) -> bool {
+        self.job_pods.get(job).is_some_and(|p| !p.is_empty())
+    }
+
     /// Whether a Job has finished, and how.
     #[must_use]
     pub fn job_state(job: &Job) -> JobState {

@@ -403,7 +403,12 @@ pub fn backoff_seconds(n: i32) -> i64 {
 fn ahead_of_status(input: &Input<'_>, operations_started: i32) -> bool {
     (1..=16).any(|k| {
         let n = operations_started.saturating_add(k).to_string();
-        PURPOSES.iter().any(|p| input.observed.job(&input.cluster.names.job(p, &n)).is_some())
+        PURPOSES.iter().any(|p| {
+            // The Job, or only its pod: Metacontroller's view of its children can lag
+            // behind the related pods.
+            let name = input.cluster.names.job(p, &n);
+            input.observed.job(&name).is_some() || input.observed.job_has_pods(&name)
+        })
     })
 }
 
