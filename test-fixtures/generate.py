@@ -29,6 +29,7 @@ KEYS = {
     "PodDisruptionBudget": "PodDisruptionBudget.policy/v1",
     "EndpointSlice": "EndpointSlice.discovery.k8s.io/v1",
     "Job": "Job.batch/v1",
+    "CronJob": "CronJob.batch/v1",
 }
 
 CONTROLLER = {
@@ -46,6 +47,7 @@ CONTROLLER = {
             {"apiVersion": "policy/v1", "resource": "poddisruptionbudgets", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "discovery.k8s.io/v1", "resource": "endpointslices", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "batch/v1", "resource": "jobs"},
+            {"apiVersion": "batch/v1", "resource": "cronjobs", "updateStrategy": {"method": "InPlace"}},
         ],
         "hooks": {
             "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/sync"}},
@@ -170,7 +172,7 @@ def job_pod(job, purpose, result=None, exit_code=0):
         "metadata": {"name": f"{job}-x7k2p", "namespace": NS, "uid": "20000000-0000-4000-8000-000000000001",
                      "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
         "spec": {"containers": [{"name": purpose, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
-        "status": {"phase": "Succeeded" if result and exit_code == 0 else "Running",
+        "status": {"phase": "Running" if result is None else "Succeeded" if exit_code == 0 else "Failed",
                    "containerStatuses": [{"name": purpose, "ready": False, "restartCount": 0, "image": "mysql:8.4.3",
                                           "imageID": "", "state": state}]},
     }
@@ -198,6 +200,209 @@ def write(hook, scenario, body, raw=None):
         else:
             json.dump(body, f, indent=2, sort_keys=False)
             f.write("\n")
+
+
+def job_named(response, purpose):
+    """The name of the Job with this purpose in a hook answer."""
+    return next(c["metadata"]["name"] for c in response["children"]
+                if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == purpose)
+
+
+def annotated(p, **annotations):
+    p["metadata"]["annotations"] = annotations
+    return p
+
+
+def failover_scenarios(running, st, live):
+    """Automatic failover and requested switchover, walked from the running cluster.
+
+    Each later state observes the hook's answer to the earlier one: the Job it
+    emitted (running, succeeded or failed) and the status it recorded.
+    """
+    down = "2026-11-29T11:59:00Z"     # past the 10 s grace at NOW
+    recent = "2026-11-29T11:59:55Z"   # 5 s ago: within grace
+    healthy = pods([True, True, True])
+
+    def with_primary_down(since=down, replicas_ready=(True, True)):
+        return [server_pod("db-0", 0, False, since)] + [
+            server_pod(f"db-{i}", i, r) for i, r in enumerate(replicas_ready, start=1)]
+
+    write("sync", "failover-primary-not-ready-in-grace", request(parent(status=st), live,
+                                                                 related(*with_primary_down(recent))))
+    write("sync", "failover-primary-missing", request(parent(status=st), live, related(*healthy[1:])))
+    missing = response_of("sync", "failover-primary-missing")
+    if missing is not None:
+        earlier = copy.deepcopy(missing["status"])
+        earlier["failover"]["primaryNotReadySince"] = "2026-11-29T11:59:45Z"
+        write("sync", "failover-primary-missing-past-grace", request(parent(status=earlier), live,
+                                                                     related(*healthy[1:])))
+    write("sync", "failover-no-replica-ready", request(parent(status=st), live,
+                                                       related(*with_primary_down(replicas_ready=(False, False)))))
+    write("sync", "failover-disabled", request(
+        parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
+        related(*with_primary_down())))
+    write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
+
+    started = response_of("sync", "failover-past-grace")
+    if started is None:
+        return
+    job = job_named(started, "failover")
+    s1 = started["status"]
+    write("sync", "failover-running", request(parent(status=s1), observed(started["children"]),
+                                              related(*with_primary_down(), job_pod(job, "failover"))))
+    lost = copy.deepcopy(s1)
+    lost["operation"]["startedAt"] = "2026-11-29T11:54:00Z"
+    write("sync", "failover-job-never-appeared", request(
+        parent(status=lost), observed([c for c in started["children"] if c["kind"] != "Job"]),
+        related(*with_primary_down())))
+    promoted = '{"result":"promoted","from":"db-0","fenced":false,"unreachable":["db-0"],"primary":"db-1","semiSync":true,"replicas":["db-2"],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042"}'
+    write("sync", "failover-succeeded", request(
+        parent(status=s1), observed(started["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", promoted))))
+    write("sync", "failover-result-not-a-member", request(
+        parent(status=s1), observed(started["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", '{"result":"promoted","from":"db-0","primary":"other-1"}'))))
+    error = '{"result":"error","from":"db-0","fenced":false,"reason":"no-candidate","message":"no member other than db-0 answers"}'
+    write("sync", "failover-failed", request(
+        parent(status=s1), observed(started["children"], {job: "failed"}),
+        related(*with_primary_down(), job_pod(job, "failover", error, 1))))
+    write("sync", "switchover-blocked-by-failover", request(
+        annotated(parent(status=s1), **{"mysqlhook.dev/switchover-to": "db-2"}), observed(started["children"]),
+        related(*with_primary_down(), job_pod(job, "failover"))))
+
+    failed = response_of("sync", "failover-failed")
+    if failed is not None:
+        write("sync", "failover-backoff", request(
+            parent(status=failed["status"]), observed(failed["children"], {job: "failed"}),
+            related(*with_primary_down(), job_pod(job, "failover", error, 1))))
+        later = copy.deepcopy(failed["status"])
+        later["failover"]["nextAttemptTime"] = "2026-11-29T11:59:58Z"
+        write("sync", "failover-retry-after-backoff", request(
+            parent(status=later), observed([c for c in failed["children"] if c["kind"] != "Job"]),
+            related(*with_primary_down())))
+
+    succeeded = response_of("sync", "failover-succeeded")
+    if succeeded is None:
+        return
+    write("sync", "failover-recorded", request(
+        parent(status=succeeded["status"]), observed(succeeded["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", promoted))))
+    recorded = response_of("sync", "failover-recorded")
+    if recorded is None:
+        return
+    back = [server_pod("db-0", 0, True, "2026-11-29T11:59:58Z"), *healthy[1:]]
+    write("sync", "failover-old-primary-back", request(parent(status=recorded["status"]),
+                                                       observed(recorded["children"]), related(*back)))
+
+    # Switchover, requested by annotation.
+    def asking(status, target="db-2"):
+        return annotated(parent(status=status), **{"mysqlhook.dev/switchover-to": target})
+
+    write("sync", "switchover-requested", request(asking(st), live, related(*healthy)))
+    write("sync", "switchover-target-not-ready", request(asking(st), live, related(*pods([True, True, False]))))
+    write("sync", "switchover-refused-not-a-member", request(asking(st, "db-5"), live, related(*healthy)))
+    write("sync", "switchover-already-primary", request(asking(st, "db-0"), live, related(*healthy)))
+    requested = response_of("sync", "switchover-requested")
+    if requested is None:
+        return
+    sjob = job_named(requested, "switchover")
+    s2 = requested["status"]
+    write("sync", "switchover-running", request(asking(s2), observed(requested["children"]),
+                                                related(*healthy, job_pod(sjob, "switchover"))))
+    switched = '{"result":"switched","primary":"db-2","from":"db-0","semiSync":true,"replicas":["db-0","db-1"],"unreachable":[],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077"}'
+    write("sync", "switchover-succeeded", request(
+        asking(s2), observed(requested["children"], {sjob: "succeeded"}),
+        related(*healthy, job_pod(sjob, "switchover", switched))))
+    timeout = '{"result":"error","primary":"db-2","from":"db-0","reason":"catchup-timeout","message":"db-2 did not reach [3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077] within 60s; db-0 reopened"}'
+    write("sync", "switchover-failed", request(
+        asking(s2), observed(requested["children"], {sjob: "failed"}),
+        related(*healthy, job_pod(sjob, "switchover", timeout, 1))))
+    done = response_of("sync", "switchover-succeeded")
+    if done is None:
+        return
+    write("sync", "switchover-recorded", request(
+        asking(done["status"]), observed(done["children"], {sjob: "succeeded"}),
+        related(*healthy, job_pod(sjob, "switchover", switched))))
+
+
+OLD_REV, NEW_REV = "db-7d9c8b6f5", "db-5c8d7e9f1"
+
+
+def rolling(children, job_states=None, update=NEW_REV, current=OLD_REV):
+    """Observed children whose StatefulSet reports a new update revision."""
+    out = observed(children, job_states)
+    sts = out["StatefulSet.apps/v1"]["shop/db"]
+    sts["status"]["updateRevision"] = update
+    sts["status"]["currentRevision"] = current
+    return out
+
+
+def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
+    """Server pods db-0.. on the given revisions (N: new, O: old)."""
+    out = []
+    for i, (rev, r) in enumerate(zip(revs, ready)):
+        p = server_pod(f"db-{i}", i, r, since)
+        p["metadata"]["labels"]["controller-revision-hash"] = NEW_REV if rev == "N" else OLD_REV
+        out.append(p)
+    return out
+
+
+def upgrade_scenarios(running, st, live):
+    """An ordered 8.4.3 -> 8.4.5 rollout of a 3-server cluster whose primary is db-0:
+    db-2, db-1, a switchover to db-2, then db-0; plus a stuck step, a refused
+    downgrade and a config-only change."""
+    v2 = dict(version="8.4.5")
+    write("sync", "upgrade-requested", request(parent(status=st, **v2), live, related(*pods([True, True, True]))))
+    write("sync", "upgrade-refused-downgrade", request(parent(status=st, version="8.0.39"), live,
+                                                       related(*pods([True, True, True]))))
+    cfg = dict(config={"max_connections": "800"})
+    write("sync", "config-change", request(parent(status=st, **cfg), live, related(*pods([True, True, True]))))
+    changed = response_of("sync", "config-change")
+    if changed is not None:
+        write("sync", "config-change-first-step", request(parent(status=changed["status"], **cfg),
+                                                          rolling(changed["children"]),
+                                                          related(*revision_pods("OOO"))))
+    r1 = response_of("sync", "upgrade-requested")
+    if r1 is None:
+        return
+    write("sync", "upgrade-1-release-db-2", request(parent(status=r1["status"], **v2), rolling(r1["children"]),
+                                                   related(*revision_pods("OOO"))))
+    r2 = response_of("sync", "upgrade-1-release-db-2")
+    if r2 is None:
+        return
+    write("sync", "upgrade-2-db-2-restarting", request(parent(status=r2["status"], **v2), rolling(r2["children"]),
+                                                      related(*revision_pods("OON", (True, True, False), "2026-11-29T11:59:58Z"))))
+    stuck = copy.deepcopy(r2["status"])
+    stuck["rollout"]["stepStartedAt"] = "2026-11-29T11:45:00Z"
+    write("sync", "upgrade-stuck", request(parent(status=stuck, **v2), rolling(r2["children"]),
+                                           related(*revision_pods("OON", (True, True, False), "2026-11-29T11:46:00Z"))))
+    write("sync", "upgrade-3-release-db-1", request(parent(status=r2["status"], **v2), rolling(r2["children"]),
+                                                   related(*revision_pods("OON"))))
+    r3 = response_of("sync", "upgrade-3-release-db-1")
+    if r3 is None:
+        return
+    write("sync", "upgrade-4-switchover", request(parent(status=r3["status"], **v2), rolling(r3["children"]),
+                                                 related(*revision_pods("ONN"))))
+    r4 = response_of("sync", "upgrade-4-switchover")
+    if r4 is None:
+        return
+    sjob = job_named(r4, "switchover")
+    switched = '{"result":"switched","primary":"db-2","from":"db-0","semiSync":true,"replicas":["db-0","db-1"],"unreachable":[],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077"}'
+    write("sync", "upgrade-5-switched", request(parent(status=r4["status"], **v2),
+                                               rolling(r4["children"], {sjob: "succeeded"}),
+                                               related(*revision_pods("ONN"), job_pod(sjob, "switchover", switched))))
+    r5 = response_of("sync", "upgrade-5-switched")
+    if r5 is None:
+        return
+    write("sync", "upgrade-6-release-db-0", request(parent(status=r5["status"], **v2),
+                                                   rolling(r5["children"], {sjob: "succeeded"}),
+                                                   related(*revision_pods("ONN"))))
+    r6 = response_of("sync", "upgrade-6-release-db-0")
+    if r6 is None:
+        return
+    write("sync", "upgrade-7-complete", request(parent(status=r6["status"], **v2),
+                                               rolling(r6["children"], update=NEW_REV, current=NEW_REV),
+                                               related(*revision_pods("NNN"))))
 
 
 def main():
@@ -255,6 +460,8 @@ def main():
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    failover_scenarios(running, st, live)
+    upgrade_scenarios(running, st, live)
 
     # Refused requests: nothing may be deleted, so none of these may answer 200.
     bad = request(parent(status=st), copy.deepcopy(live))
@@ -281,8 +488,8 @@ def main():
     delete_live["StatefulSet.apps/v1"]["shop/db"]["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] = "Delete"
     write("finalize", "delete-waiting", request(deleting(deletionPolicy="Delete"), delete_live,
                                                 related(*pods([False, False, False])), True))
-    write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
-                                                    related(*pods([True, True, True])), True))
+
+    backup_scenarios(running, st, live, deleting)
 
     reliability_scenarios(st, live)
 
@@ -290,6 +497,240 @@ def main():
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
+
+
+# ---------------------------------------------------------------- backups and restores
+
+BACKUP_CONTROLLER = {
+    "apiVersion": "metacontroller.k8s.io/v1alpha1",
+    "kind": "CompositeController",
+    "metadata": {"name": "mysql-hook-backup", "uid": "0b5e4b6c-2222-4222-8333-944455566677"},
+    "spec": {
+        "generateSelector": True,
+        "parentResource": {"apiVersion": "mysqlhook.dev/v1alpha1", "resource": "mysqlbackups"},
+        "childResources": [{"apiVersion": "batch/v1", "resource": "jobs"}],
+        "hooks": {
+            "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/backup/sync"}},
+            "customize": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/backup/customize"}},
+        },
+        "resyncPeriodSeconds": 60,
+    },
+}
+BACKUP_UID = "7a2d3b9f-4e5c-4f60-8b12-3c4d5e6f7a81"
+PVC_BACKUP = {"schedule": "0 3 * * *", "storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}}, "keep": 7}
+S3_BACKUP = {"schedule": "30 2 * * *", "keep": 14, "storage": {"s3": {
+    "endpoint": "https://minio.storage.svc:9000", "bucket": "db-backups", "prefix": "shop/db",
+    "credentialsSecret": "backup-s3"}}}
+
+
+def script_pod(job, labels, results, phase, name_suffix="x7k2p", main="backup", init=None, finished="2026-11-29T11:58:19Z"):
+    """A Job pod whose containers ended with `results`: [(container, exit code, message)] (init first)."""
+    def status(c, code, msg):
+        return {"name": c, "ready": False, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
+                "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                         "message": msg, "startedAt": "2026-11-29T11:58:01Z", "finishedAt": finished}}
+                if code is not None else {"running": {"startedAt": "2026-11-29T11:58:01Z"}}}
+    statuses = {c: status(c, code, msg) for c, code, msg in results}
+    inits = [init] if init else []
+    labels = dict(labels, **{"batch.kubernetes.io/job-name": job, "job-name": job})
+    st = {"phase": phase}
+    if inits:
+        st["initContainerStatuses"] = [statuses[c] for c in inits if c in statuses]
+    st["containerStatuses"] = [statuses[main]] if main in statuses else []
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{job}-{name_suffix}", "namespace": NS, "uid": "20000000-0000-4000-8000-0000000000%02d" % (len(job) % 90),
+                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+        "spec": {"initContainers": [{"name": c, "image": "mysql:8.4.3"} for c in inits],
+                 "containers": [{"name": main, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
+        "status": st,
+    }
+
+
+def cluster_job_labels(purpose):
+    return {"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
+            "app.kubernetes.io/managed-by": "mysql-hook", "app.kubernetes.io/component": "job",
+            "mysqlhook.dev/purpose": purpose}
+
+
+def backed_up(name, source="db-1", location=None, finished="2026-11-29T03:00:42Z"):
+    return json.dumps({"result": "backed-up", "source": source, "location": location or f"/backups/db/{name}",
+                       "bytes": 73400320, "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711",
+                       "startedAt": "2026-11-29T03:00:02Z", "finishedAt": finished, "databases": 2, "binlogs": 3},
+                      separators=(",", ":"))
+
+
+def mysql_backup(name="nightly", cluster="db", status=None):
+    b = {"apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQLBackup",
+         "metadata": {"name": name, "namespace": NS, "uid": BACKUP_UID, "generation": 1, "resourceVersion": "51000",
+                      "creationTimestamp": "2026-11-29T11:59:00Z"},
+         "spec": {"cluster": cluster}}
+    if status is not None:
+        b["status"] = status
+    return b
+
+
+def backup_request(b, jobs=None, mysqls=(), pods=()):
+    return {"controller": BACKUP_CONTROLLER, "parent": b,
+            "children": {"Job.batch/v1": {f"{NS}/{j['metadata']['name']}": j for j in (jobs or [])}},
+            "related": {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
+                        "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}},
+            "finalizing": False}
+
+
+def jobs_of(response):
+    return [c for c in (response or {}).get("children", []) if c["kind"] == "Job"]
+
+
+def backup_scenarios(running, st, live, deleting):
+    ready3 = related(*pods([True, True, True]))
+    # Scheduled backups: the CronJob, only once the cluster is initialized.
+    write("sync", "backup-cronjob-pvc", request(parent(status=st, backup=PVC_BACKUP), live, ready3))
+    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    write("sync", "backup-not-before-bootstrap", request(parent(backup=PVC_BACKUP)))
+    cron = response_of("sync", "backup-cronjob-pvc")
+    if cron is not None:
+        cron_live = observed(cron["children"])
+        ok = script_pod("db-backup-29932020", cluster_job_labels("backup"), [("backup", 0, backed_up("db-backup-29932020"))],
+                        "Succeeded", finished="2026-11-29T03:00:43Z")
+        write("sync", "backup-last-succeeded", request(parent(status=cron["status"], backup=PVC_BACKUP), cron_live,
+                                                        related(*pods([True, True, True]), ok)))
+        # A run stopped at its deadline: its pods are gone, the CronJob's status tells.
+        deadline_live = copy.deepcopy(cron_live)
+        deadline_live["CronJob.batch/v1"]["shop/db-backup"]["status"] = {
+            "lastScheduleTime": "2026-11-29T03:00:00Z", "lastSuccessfulTime": "2026-11-28T03:00:44Z"}
+        write("sync", "backup-deadline-exceeded", request(parent(status=cron["status"], backup=PVC_BACKUP), deadline_live,
+                                                           related(*pods([True, True, True]))))
+        done = response_of("sync", "backup-last-succeeded")
+        if done is not None:
+            err = json.dumps({"result": "error", "reason": "no-source",
+                              "message": "no healthy replica and primary 'db-0' does not answer"}, separators=(",", ":"))
+            failed = [script_pod("db-backup-29932500", cluster_job_labels("backup"), [("backup", 1, err)], "Failed",
+                                 name_suffix=s, finished="2026-11-29T11:0%d:10Z" % i)
+                      for i, s in enumerate(["a1b2c", "d3e4f", "g5h6i"])]
+            # The succeeded Job's pods are gone (CronJob history); status remembers it.
+            write("sync", "backup-last-failed", request(parent(status=done["status"], backup=PVC_BACKUP), cron_live,
+                                                         related(*pods([True, True, True]), *failed)))
+            write("sync", "backup-retry-pending", request(parent(status=done["status"], backup=PVC_BACKUP), cron_live,
+                                                           related(*pods([True, True, True]), failed[0])))
+
+    # Restore into a new cluster.
+    nightly_ok = {"phase": "Succeeded", "startTime": "2026-11-28T23:00:00Z", "completionTime": "2026-11-28T23:01:10Z",
+                  "name": "nightly-backup-a41c2", "location": "pvc://mysql-backups/old/nightly-backup-a41c2",
+                  "storage": {"persistentVolumeClaim": {"claimName": "mysql-backups", "prefix": "old"}},
+                  "bytes": 73400320, "source": "old-1", "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711",
+                  "flavor": "mysql"}
+    from_backup = {"backup": "nightly"}
+    def with_backups(rel, *bs):
+        rel = copy.deepcopy(rel)
+        rel["MySQLBackup.mysqlhook.dev/v1alpha1"] = {f"{NS}/{b['metadata']['name']}": b for b in bs}
+        return rel
+    write("sync", "restore-waiting-for-backup", request(parent(restore=from_backup), None, with_backups(related())))
+    new_r = response_of("sync", "restore-waiting-for-backup")
+    if new_r is not None:
+        nightly = mysql_backup(status=nightly_ok)
+        new_live = observed(new_r["children"])
+        write("sync", "restore-running", request(parent(restore=from_backup, status=new_r["status"]), new_live,
+                                                  with_backups(related(*pods([True, True, False])), nightly)))
+        rr = response_of("sync", "restore-running")
+        if rr is not None:
+            restore_jobs = [j["metadata"]["name"] for j in jobs_of(rr)] + ["db-restore-2-" + jobs_of(rr)[0]["metadata"]["name"][-5:]]
+            restored = lambda j, i: script_pod(j, cluster_job_labels("restore"), [("restore", 0, json.dumps(
+                {"result": "restored", "pod": f"db-{i}", "from": "/backups/old/nightly-backup-a41c2", "pitr": False,
+                 "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711"}, separators=(",", ":")))], "Succeeded", main="restore")
+            all_jobs = list(rr["children"]) + [dict(jobs_of(rr)[0], metadata=dict(jobs_of(rr)[0]["metadata"], name=restore_jobs[2]))]
+            write("sync", "restore-done", request(
+                parent(restore=from_backup, status=rr["status"]),
+                observed(all_jobs, {j: "succeeded" for j in restore_jobs}),
+                with_backups(related(*pods([True, True, True]), *[restored(j, i) for i, j in enumerate(restore_jobs)]), nightly)))
+            bad = json.dumps({"result": "error", "reason": "corrupt", "pod": "db-1",
+                              "message": "checksum mismatch in /backups/old/nightly-backup-a41c2"}, separators=(",", ":"))
+            write("sync", "restore-failed", request(
+                parent(restore=from_backup, status=rr["status"]),
+                observed(all_jobs, {restore_jobs[0]: "succeeded", restore_jobs[1]: "failed", restore_jobs[2]: "running"}),
+                with_backups(related(*pods([True, True, True]), restored(restore_jobs[0], 0),
+                                     script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore", 1, bad)], "Failed", main="restore")),
+                             nightly)))
+            rd = response_of("sync", "restore-done")
+            if rd is not None:
+                bj = [j for j in jobs_of(rd) if "-bootstrap-" in j["metadata"]["name"]]
+                if bj:
+                    boot = bj[0]["metadata"]["name"]
+                    write("sync", "restore-bootstrapped", request(
+                        parent(restore=from_backup, status=rd["status"]),
+                        observed(rd["children"], dict({j: "succeeded" for j in restore_jobs}, **{boot: "succeeded"})),
+                        with_backups(related(*pods([True, True, True]), job_pod(boot, "bootstrap",
+                                     '{"result":"bootstrapped","primary":"db-0","semiSync":true}')), nightly)))
+    s3_restore = {"storage": {"s3": {"bucket": "db-backups", "prefix": "shop/db", "credentialsSecret": "backup-s3",
+                                     "endpoint": "https://minio.storage.svc:9000"}},
+                  "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
+    if new_r is not None:
+        write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
+                                                  related(*pods([True, False, False]))))
+
+    # Finalize with deletionPolicy Backup.
+    write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
+                                                    related(*pods([True, True, True])), True))
+    write("finalize", "backup-job-emitted", request(deleting(deletionPolicy="Backup", backup=PVC_BACKUP), live,
+                                                    related(*pods([True, True, True])), True))
+    emitted = response_of("finalize", "backup-job-emitted")
+    if emitted is not None:
+        fj = [j for j in jobs_of(emitted) if "-final-backup-" in j["metadata"]["name"]][0]
+        fname = fj["metadata"]["name"]
+        with_job = observed(running["children"] + [fj])
+        def deleting_with(status):
+            p = deleting(deletionPolicy="Backup", backup=PVC_BACKUP)
+            p["status"] = status
+            return p
+        write("finalize", "backup-job-running", request(deleting_with(emitted["status"]), with_job,
+                                                        related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", None, None)], "Running")), True))
+        ok = script_pod(fname, cluster_job_labels("final-backup"), [("backup", 0, backed_up(fname, finished="2026-11-29T11:59:40Z"))], "Succeeded")
+        write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded"}),
+                                                      related(*pods([True, True, True]), ok), True))
+        err = json.dumps({"result": "error", "reason": "script-failed", "message": "backup: line 61: dump_cmd (exit 2)"}, separators=(",", ":"))
+        write("finalize", "backup-failed", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "failed"}),
+                                                   related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", 2, err)], "Failed")), True))
+        succ = response_of("finalize", "backup-succeeded")
+        if succ is not None:
+            write("finalize", "backup-done", request(deleting_with(succ["status"]), observed([fj], {fname: "succeeded"}),
+                                                     related(ok), True))
+
+    # MySQLBackup.
+    backup_cluster = parent(status=st, backup=PVC_BACKUP)
+    write("backup-sync", "pending-no-cluster", backup_request(mysql_backup()))
+    write("backup-sync", "pending-no-storage", backup_request(mysql_backup(), mysqls=[parent(status=st)], pods=pods([True, True, True])))
+    write("backup-sync", "pending-not-initialized", backup_request(mysql_backup(), mysqls=[parent(backup=PVC_BACKUP)]))
+    write("backup-sync", "running-from-replica", backup_request(mysql_backup(), mysqls=[backup_cluster],
+                                                                 pods=pods([True, False, True])))
+    write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
+                                                                     pods=pods([True, False, False])))
+    rb = response_of("backup-sync", "running-from-replica")
+    if rb is not None:
+        bjob = jobs_of(rb)[0]
+        bname = bjob["metadata"]["name"]
+        def observed_job(state):
+            o = observed([bjob], {bname: state})["Job.batch/v1"]
+            for j in o.values():
+                j["metadata"]["ownerReferences"][0].update({"kind": "MySQLBackup", "name": "nightly", "uid": BACKUP_UID})
+            return list(o.values())
+        blabels = {"app.kubernetes.io/name": "mysql", "app.kubernetes.io/managed-by": "mysql-hook",
+                   "app.kubernetes.io/component": "backup", "mysqlhook.dev/mysqlbackup": "nightly",
+                   "mysqlhook.dev/purpose": "backup"}
+        running_b = mysql_backup(status=dict(rb["status"], startTime="2026-11-29T11:57:58Z"))
+        write("backup-sync", "running-job-observed", backup_request(running_b, observed_job("running"), [backup_cluster],
+                                                                    pods([True, True, True]) + [script_pod(bname, blabels, [("backup", None, None)], "Running")]))
+        write("backup-sync", "succeeded", backup_request(running_b, observed_job("succeeded"), [backup_cluster],
+                                                         pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 0, backed_up(bname, source="db-2", finished="2026-11-29T11:58:19Z"))], "Succeeded")]))
+        err = json.dumps({"result": "error", "reason": "exists", "message": f"/backups/db/{bname} exists but is incomplete (no result.json); remove it first"}, separators=(",", ":"))
+        write("backup-sync", "failed", backup_request(running_b, observed_job("failed"), [backup_cluster],
+                                                      pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 1, err)], "Failed")]))
+        write("backup-sync", "cluster-deleted-during-backup", backup_request(running_b, observed_job("running"), [],
+                                                                             [script_pod(bname, blabels, [("backup", None, None)], "Running")]))
+        sb = response_of("backup-sync", "succeeded")
+        if sb is not None:
+            write("backup-sync", "succeeded-kept", backup_request(mysql_backup(status=sb["status"]), observed_job("succeeded"), [backup_cluster], pods([True, True, True])))
+    write("backup-customize", "backup", {"controller": BACKUP_CONTROLLER, "parent": mysql_backup()})
+    write("customize", "restore-from-backup", {"controller": CONTROLLER, "parent": parent(restore={"backup": "nightly"})})
 
 
 def reliability_scenarios(st, live):
