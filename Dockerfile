@@ -17,6 +17,8 @@ RUN touch src/main.rs src/lib.rs hooks/src/lib.rs hooks/build.rs \
 
 # Runtime: glibc and CA certificates only, no shell, non-root (uid 65532).
 FROM gcr.io/distroless/cc-debian12:nonroot
+# The path is a contract: server and Job pods run `/usr/local/bin/mysql-hook
+# install-scripts` from this image (hooks::scripts::INSTALL_COMMAND).
 COPY --from=build /src/target/release/mysql-hook /usr/local/bin/mysql-hook
 USER 65532:65532
 EXPOSE 8080

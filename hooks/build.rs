@@ -1,5 +1,6 @@
 //! Embeds every file of `scripts/` into the crate, so the in-cluster scripts ship in
-//! the config ConfigMap exactly as they are tested against real servers.
+//! the hook's binary (`mysql-hook install-scripts`) exactly as they are tested
+//! against real servers.
 
 // A build script reports failure by panicking.
 #![allow(clippy::expect_used)]

@@ -62,6 +62,8 @@ impl Default for Limits {
 pub struct State {
     pub metrics: Metrics,
     pub secret_seed: [u8; 32],
+    /// [`Context::scripts_image`].
+    pub scripts_image: String,
     pub clock: Clock,
     pub max_body_bytes: usize,
     pub limits: Limits,
@@ -83,6 +85,7 @@ impl State {
         Self {
             metrics: Metrics::default(),
             secret_seed,
+            scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
             clock,
             max_body_bytes,
             limits,
@@ -90,6 +93,13 @@ impl State {
             auth: None,
             draining: AtomicBool::new(false),
         }
+    }
+
+    /// Pods install the scripts from `image` instead of [`crate::DEFAULT_SCRIPTS_IMAGE`].
+    #[must_use]
+    pub fn with_scripts_image(mut self, image: String) -> Self {
+        self.scripts_image = image;
+        self
     }
 
     /// Requires `Authorization: Bearer <token>` on every route but the probes.
@@ -266,7 +276,11 @@ async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, ho
         // The blocking thread keeps the permit until it is really done, even if
         // the answer has gone out as a timeout by then.
         let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
-        let ctx = Context { now: (state.clock)(), secret_seed: state.secret_seed };
+        let ctx = Context {
+            now: (state.clock)(),
+            secret_seed: state.secret_seed,
+            scripts_image: state.scripts_image.clone(),
+        };
         let work = web::block(move || {
             let _permit = permit;
             answer_hook(hook, &body, &ctx)

@@ -21,6 +21,12 @@ pub enum Command {
     Serve,
     /// Print the CustomResourceDefinitions generated from the Rust types, as YAML.
     Crd,
+    /// Write the in-cluster scripts into DIR and exit: the first init container of
+    /// every server and Job pod runs this from the hook's image.
+    InstallScripts {
+        /// Where to write them (an emptyDir in the pod).
+        dir: PathBuf,
+    },
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -38,6 +44,12 @@ pub struct ServeArgs {
     /// long as the credentials Secret, once created, is read back.
     #[arg(long, global = true, env = "MYSQL_HOOK_SECRET_SEED_FILE")]
     pub secret_seed_file: Option<PathBuf>,
+
+    /// The image server and Job pods install the scripts from: this hook's own image
+    /// (the default is the one this build is published as). Set it when the image
+    /// is mirrored or retagged; every cluster rolls once, in order, when it changes.
+    #[arg(long, env = "MYSQL_HOOK_SCRIPTS_IMAGE", default_value = crate::DEFAULT_SCRIPTS_IMAGE)]
+    pub scripts_image: String,
 
     /// Worker threads; defaults to the number of CPUs.
     #[arg(long, global = true, env = "MYSQL_HOOK_WORKERS")]

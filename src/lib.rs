@@ -10,6 +10,31 @@ pub mod metrics;
 pub mod request_span;
 pub mod tls;
 
+/// The image this very build is published as. Server and Job pods install the
+/// scripts from it (`mysql-hook install-scripts`); override it with
+/// `--scripts-image` when the image is mirrored or retagged.
+pub const DEFAULT_SCRIPTS_IMAGE: &str = concat!("ghcr.io/mysql-hook/mysql-hook:", env!("CARGO_PKG_VERSION"));
+
+/// Writes every embedded script into `dir` (created if missing), readable and
+/// executable by all. The first init container of every pod runs this; a restarted
+/// init container runs it again over its own read-only files, so each file is
+/// written beside its place and renamed over it (which needs only the directory
+/// to be writable).
+///
+/// # Errors
+/// If the directory or a file cannot be written.
+pub fn install_scripts(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::{fs, os::unix::fs::PermissionsExt as _};
+    fs::create_dir_all(dir)?;
+    for (name, text) in hooks::scripts::SCRIPTS {
+        let partial = dir.join(format!(".{name}.partial"));
+        fs::write(&partial, text)?;
+        fs::set_permissions(&partial, fs::Permissions::from_mode(0o555))?;
+        fs::rename(&partial, dir.join(name))?;
+    }
+    Ok(())
+}
+
 /// The CRDs as the multi-document YAML committed in `metacontroller/crd.yaml`.
 ///
 /// # Errors

@@ -17,6 +17,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Crd) => print_crds(),
+        Some(Command::InstallScripts { dir }) => {
+            mysql_hook::install_scripts(&dir).map_err(|e| format!("installing the scripts into {}: {e}", dir.display()))
+        }
         Some(Command::Serve) | None => serve(&cli.serve),
     };
     match result {
@@ -49,7 +52,8 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         retry_after_seconds: args.retry_after_seconds,
         core_timeout: Duration::from_millis(args.request_timeout_ms),
     };
-    let mut state = State::with_limits(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits);
+    let mut state = State::with_limits(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits)
+        .with_scripts_image(args.scripts_image.clone());
     if let Some(path) = &args.auth_token_file {
         state = state.with_auth(TokenFile::load(path)?);
     }
@@ -65,6 +69,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         tls = tls.is_some(),
         bearer_token = args.auth_token_file.is_some(),
         max_concurrent_requests = limits.max_concurrent,
+        scripts_image = %args.scripts_image,
         "serving /sync, /finalize, /customize, /backup/sync, /backup/customize"
     );
     let (delay, listen) = (Duration::from_secs(args.shutdown_delay_seconds), args.listen);

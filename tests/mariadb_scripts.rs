@@ -1,5 +1,6 @@
-//! Runs the in-cluster scripts (hooks/scripts) against real MariaDB servers:
-//! `python3 -m pytest -q tests/scripts`.  The harness installs Debian's
+//! Runs the in-cluster scripts against real MariaDB servers:
+//! `python3 -m pytest -q tests/scripts`, with the scripts installed by the built
+//! `mysql-hook install-scripts`, exactly as a pod's first init container does.  The harness installs Debian's
 //! mariadb-server when it is missing and we are root, and fails (never skips)
 //! when it cannot run.
 
@@ -12,6 +13,7 @@ fn mariadb_scripts_pass_against_real_servers() {
     let out = Command::new("python3")
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/scripts"])
         .current_dir(root)
+        .env("MYSQL_HOOK_BIN", env!("CARGO_BIN_EXE_mysql-hook"))
         .output();
     let out = match out {
         Ok(out) => out,

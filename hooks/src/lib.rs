@@ -59,4 +59,8 @@ pub struct Context {
     pub now: Timestamp,
     /// Key for deriving generated passwords (see [`credentials`]).
     pub secret_seed: [u8; 32],
+    /// The hook's own image, which every server and Job pod installs the scripts
+    /// from (see [`scripts`]). The scripts thus always match the hook that reads
+    /// their results, and do not travel through every sync in a ConfigMap.
+    pub scripts_image: String,
 }

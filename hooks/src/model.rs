@@ -55,6 +55,9 @@ pub struct Cluster {
     pub deletion_policy: DeletionPolicy,
     /// The pod that is, or will be bootstrapped as, the primary.
     pub primary: String,
+    /// The hook's own image: every pod installs the scripts from it (see
+    /// [`crate::build::pod::install_scripts`]).
+    pub scripts_image: String,
 }
 
 /// The data volume claim template's name, fixed: changing it would orphan every
@@ -66,9 +69,10 @@ pub const MYSQLD: &str = "mysqld";
 pub const MY_CNF: &str = "my.cnf";
 
 impl Cluster {
-    /// Resolves the effective cluster from the parent and what is observed.
+    /// Resolves the effective cluster from the parent and what is observed;
+    /// `scripts_image` is the hook's own image ([`crate::Context::scripts_image`]).
     #[must_use]
-    pub fn resolve(parent: &MySQL, observed: &Observed<'_>) -> (Self, Vec<Problem>) {
+    pub fn resolve(parent: &MySQL, observed: &Observed<'_>, scripts_image: &str) -> (Self, Vec<Problem>) {
         let spec = &parent.spec;
         let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
         let mut problems = Vec::new();
@@ -205,6 +209,7 @@ impl Cluster {
             deletion_policy: spec.deletion_policy,
             primary,
             names,
+            scripts_image: scripts_image.to_owned(),
         };
         (cluster, problems)
     }

@@ -117,7 +117,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     };
     let cluster_names = Names::new(cluster_name);
     let observed = Observed::new(&view, &cluster_names);
-    let (cluster, _) = Cluster::resolve(mysql, &observed);
+    let (cluster, _) = Cluster::resolve(mysql, &observed, &ctx.scripts_image);
     let (pods_env, source) = pods_replicas_first(&cluster, &observed);
 
     let mut pod_labels = BTreeMap::from([

@@ -1,5 +1,6 @@
-//! Ordered rollouts of a new pod template (a new version, image, configuration or
-//! resources): replicas first, one at a time, then a switchover, then the old
+//! Ordered rollouts of a new pod template (a new version, image, configuration,
+//! resources, or a new hook version, whose image installs the scripts): replicas
+//! first, one at a time, then a switchover, then the old
 //! primary.
 //!
 //! The hook drives the StatefulSet's `rollingUpdate.partition`: pods with an
@@ -30,7 +31,7 @@ use k8s_openapi::{api::core::v1::ResourceRequirements, apimachinery::pkg::apis::
 
 use crate::{
     api::{MySQLStatus, RolloutStatus},
-    build::statefulset::CONFIG_HASH,
+    build::{pod, statefulset::CONFIG_HASH},
     model::{Cluster, MYSQLD},
     observed::{Member, Observed},
     roles::Verdict,
@@ -118,6 +119,13 @@ pub fn plan(f: &Facts<'_>) -> Plan {
     let update_revision = status.and_then(|s| s.update_revision.as_deref());
     let running_mysqld = sts.spec.template.spec.as_ref().and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD));
     let running_image = running_mysqld.and_then(|c| c.image.as_deref());
+    let running_scripts_image = sts
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.init_containers.as_ref()?.iter().find(|c| c.name == pod::INSTALL_SCRIPTS))
+        .and_then(|c| c.image.as_deref());
     let members: Vec<&Member<'_>> = f.observed.members.values().filter(|m| m.ordinal < n).collect();
     let on_new = |m: &Member<'_>| update_revision.is_some() && revision(m) == update_revision;
 
@@ -142,6 +150,7 @@ pub fn plan(f: &Facts<'_>) -> Plan {
         let running_hash =
             sts.spec.template.metadata.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(CONFIG_HASH));
         if running_image != Some(c.image.as_str())
+            || running_scripts_image != Some(c.scripts_image.as_str())
             || running_hash != Some(&c.config_hash)
             || set(running_mysqld.and_then(|m| m.resources.as_ref())) != set(c.resources.as_ref())
         {

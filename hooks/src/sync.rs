@@ -36,7 +36,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed);
+    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
     let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();

@@ -275,6 +275,7 @@ fn ctx() -> Context {
     Context {
         now: Timestamp::from_second(NOW).unwrap_or_else(|e| panic!("{e}")),
         secret_seed: hooks::credentials::fold_seed(b"properties"),
+        scripts_image: "mysql-hook:test".to_owned(),
     }
 }
 

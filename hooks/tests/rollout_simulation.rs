@@ -105,6 +105,7 @@ impl Sim {
         let ctx = Context {
             now: Timestamp::from_second(1_795_953_600 + self.clock).unwrap_or_else(|e| panic!("{e}")),
             secret_seed: [7; 32],
+            scripts_image: "mysql-hook:test".to_owned(),
         };
         self.clock += 5;
         let out = serde_json::to_value(hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))

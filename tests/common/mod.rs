@@ -47,7 +47,7 @@ pub fn fixture_dirs() -> Vec<(String, PathBuf)> {
 
 /// Runs the core directly, as the HTTP shell does, and encodes the answer.
 pub fn call_core(hook: &str, body: &[u8]) -> Vec<u8> {
-    let ctx = Context { now: now(), secret_seed: seed() };
+    let ctx = Context { now: now(), secret_seed: seed(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned() };
     let encoded = match hook {
         "backup-sync" => {
             let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));

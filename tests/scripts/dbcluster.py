@@ -19,6 +19,7 @@ server's conf.d (as the images' /etc/mysql/my.cnf includes /etc/mysql/conf.d).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
@@ -34,7 +35,20 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-SCRIPTS = REPO / "hooks" / "scripts"
+def _installed_scripts() -> Path:
+    """The scripts as pods get them: `mysql-hook install-scripts DIR` (the first
+    init container of every pod) when MYSQL_HOOK_BIN names the binary, as
+    tests/mariadb_scripts.rs does; otherwise hooks/scripts itself."""
+    binary = os.environ.get("MYSQL_HOOK_BIN")
+    if not binary:
+        return REPO / "hooks" / "scripts"
+    out = Path(tempfile.mkdtemp(prefix="mysql-hook-scripts-"))
+    atexit.register(shutil.rmtree, out, True)
+    subprocess.run([binary, "install-scripts", str(out)], check=True, timeout=30)
+    return out
+
+
+SCRIPTS = _installed_scripts()
 HOOK_CNF_FIXTURE = REPO / "test-fixtures" / "sync" / "mariadb-new-cluster" / "response.json"
 
 # What the scripts rely on (hooks/scripts/README.md, "Replication rules"), MariaDB

@@ -123,6 +123,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
             let container = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
+                    pod::scripts_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, false),
                 ]),
@@ -135,6 +136,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
             let init = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
+                    pod::scripts_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, false),
                 ]),
@@ -156,8 +158,8 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::empty_dir("tmp")]);
-    job_spec(&b.labels, init, main, volumes)
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    job_spec(c, &b.labels, init, main, volumes)
 }
 
 /// One restore pod: loads the backup into the server `target`.
@@ -192,6 +194,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             let container = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
+                    pod::scripts_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, true),
                 ]),
@@ -212,6 +215,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             let main = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
+                    pod::scripts_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, true),
                 ]),
@@ -221,8 +225,8 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::empty_dir("tmp")]);
-    job_spec(&r.labels, init, main, volumes)
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    job_spec(c, &r.labels, init, main, volumes)
 }
 
 /// The CronJob `<name>-backup` of scheduled backups. Jobs never overlap; each
@@ -249,6 +253,7 @@ pub fn cron_job(name: &str, schedule: &str, b: &BackupPod<'_>) -> CronJob {
 }
 
 fn job_spec(
+    c: &Cluster,
     labels: &BTreeMap<String, String>,
     init: Option<Container>,
     main: Container,
@@ -261,7 +266,7 @@ fn job_spec(
             metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
             spec: Some(PodSpec {
                 restart_policy: Some("Never".to_owned()),
-                init_containers: init.map(|i| vec![i]),
+                init_containers: Some([pod::install_scripts(c)].into_iter().chain(init).collect()),
                 containers: vec![main],
                 volumes: Some(volumes),
                 security_context: Some(pod::pod_security()),

@@ -1,8 +1,9 @@
 //! The ConfigMap `<name>-config` and the Secret `<name>-credentials`.
 //!
-//! The ConfigMap carries the option file, every script, and `primary`: the pod the
-//! agents replicate from. Only the option file's hash is in the pod template, so
-//! moving the primary or shipping a new script never restarts a server.
+//! The ConfigMap carries the option file and `primary`: the pod the agents
+//! replicate from. Only the option file's hash is in the pod template, so moving
+//! the primary never restarts a server. The scripts are not here: every pod
+//! installs them from the hook's image (see [`crate::scripts`]).
 
 use std::collections::BTreeMap;
 
@@ -15,15 +16,11 @@ use super::meta;
 use crate::{
     credentials, labels,
     model::{Cluster, MY_CNF},
-    scripts,
 };
 
 #[must_use]
 pub fn config_map(c: &Cluster) -> ConfigMap {
-    let mut data: BTreeMap<String, String> =
-        scripts::SCRIPTS.iter().map(|(name, text)| ((*name).to_owned(), (*text).to_owned())).collect();
-    data.insert(MY_CNF.to_owned(), c.my_cnf.clone());
-    data.insert("primary".to_owned(), c.primary.clone());
+    let data = BTreeMap::from([(MY_CNF.to_owned(), c.my_cnf.clone()), ("primary".to_owned(), c.primary.clone())]);
     ConfigMap {
         metadata: meta(&c.names.config, labels::common(&c.names, labels::DATABASE)),
         data: Some(data),

@@ -46,17 +46,22 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
                 metadata: Some(ObjectMeta { labels: Some(pod_labels), ..Default::default() }),
                 spec: Some(PodSpec {
                     restart_policy: Some("Never".to_owned()),
+                    init_containers: Some(vec![pod::install_scripts(c)]),
                     containers: vec![Container {
                         name: r.purpose.to_owned(),
                         image: Some(c.image.clone()),
                         command: Some(pod::run_script(r.script)),
                         env: Some(env),
-                        volume_mounts: Some(vec![pod::config_mount(), pod::mount("tmp", "/tmp", false)]),
+                        volume_mounts: Some(vec![
+                            pod::config_mount(),
+                            pod::scripts_mount(),
+                            pod::mount("tmp", "/tmp", false),
+                        ]),
                         security_context: Some(pod::container_security()),
                         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
                         ..Default::default()
                     }],
-                    volumes: Some(vec![pod::config_volume(c), pod::empty_dir("tmp")]),
+                    volumes: Some(vec![pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]),
                     security_context: Some(pod::pod_security()),
                     enable_service_links: Some(false),
                     ..Default::default()

@@ -2,9 +2,15 @@
 //! the scripts, volumes, and a security context that meets the "restricted" Pod
 //! Security Standard.
 
-use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodSecurityContext, SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeMount,
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::core::v1::{
+        Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretKeySelector,
+        SecurityContext, Volume, VolumeMount,
+    },
+    apimachinery::pkg::api::resource::Quantity,
 };
 
 use crate::{credentials, model::Cluster, scripts};
@@ -14,6 +20,10 @@ pub const MYSQL_UID: i64 = 999;
 
 /// Name of the volume that mounts the config ConfigMap.
 pub const CONFIG_VOLUME: &str = "mysql-hook";
+/// Name of the emptyDir the scripts are installed into.
+pub const SCRIPTS_VOLUME: &str = "scripts";
+/// Name of the init container that installs them.
+pub const INSTALL_SCRIPTS: &str = "install-scripts";
 
 /// `NAME=value`.
 #[must_use]
@@ -61,14 +71,14 @@ pub fn pod_name_env() -> EnvVar {
     }
 }
 
-/// The config ConfigMap as a volume: option file, scripts, current primary.
+/// The config ConfigMap as a volume: option file and current primary.
 #[must_use]
 pub fn config_volume(c: &Cluster) -> Volume {
     Volume {
         name: CONFIG_VOLUME.to_owned(),
         config_map: Some(ConfigMapVolumeSource {
             name: c.names.config.clone(),
-            default_mode: Some(0o555),
+            default_mode: Some(0o444),
             ..Default::default()
         }),
         ..Default::default()
@@ -94,7 +104,42 @@ pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
 /// The config ConfigMap mounted where the scripts expect it.
 #[must_use]
 pub fn config_mount() -> VolumeMount {
-    mount(CONFIG_VOLUME, scripts::MOUNT, true)
+    mount(CONFIG_VOLUME, scripts::CONFIG_DIR, true)
+}
+
+/// The emptyDir the scripts are installed into.
+#[must_use]
+pub fn scripts_volume() -> Volume {
+    empty_dir(SCRIPTS_VOLUME)
+}
+
+/// The installed scripts, read-only, for the containers that run them.
+#[must_use]
+pub fn scripts_mount() -> VolumeMount {
+    mount(SCRIPTS_VOLUME, scripts::DIR, true)
+}
+
+/// The first init container of every pod: copies the scripts out of the hook's own
+/// image (`mysql-hook install-scripts`), so the server image needs nothing of ours.
+#[must_use]
+pub fn install_scripts(c: &Cluster) -> Container {
+    Container {
+        name: INSTALL_SCRIPTS.to_owned(),
+        image: Some(c.scripts_image.clone()),
+        command: Some(scripts::INSTALL_COMMAND.iter().map(|s| (*s).to_owned()).collect()),
+        volume_mounts: Some(vec![mount(SCRIPTS_VOLUME, scripts::DIR, false)]),
+        // It writes about 70 KB and exits.
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_owned(), Quantity("10m".to_owned())),
+                ("memory".to_owned(), Quantity("16Mi".to_owned())),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_owned(), Quantity("64Mi".to_owned()))])),
+            ..Default::default()
+        }),
+        security_context: Some(container_security()),
+        ..Default::default()
+    }
 }
 
 /// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.

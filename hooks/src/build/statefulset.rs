@@ -31,7 +31,7 @@ use super::{meta, pod};
 use crate::{
     api::{DeletionPolicy, Flavor},
     labels,
-    model::{Cluster, DATA_VOLUME, MYSQLD},
+    model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
     scripts,
 };
 
@@ -97,7 +97,8 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::pod_name_env(),
         pod::env("CONF_DIR", CONF_DIR),
         pod::env("DATA_DIR", DATA_DIR),
-        pod::env("PRIMARY_FILE", scripts::path("primary")),
+        pod::env("PRIMARY_FILE", scripts::config_path("primary")),
+        pod::env("MY_CNF", scripts::config_path(MY_CNF)),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
     ]);
     let mounts = vec![
@@ -106,6 +107,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::mount("run", "/var/run/mysqld", false),
         pod::mount("tmp", "/tmp", false),
         pod::config_mount(),
+        pod::scripts_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
@@ -128,7 +130,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         ..Default::default()
     };
     PodSpec {
-        init_containers: Some(vec![container("init", pod::run_script("init.sh"))]),
+        init_containers: Some(vec![pod::install_scripts(c), container("init", pod::run_script("init.sh"))]),
         containers: vec![
             Container {
                 ports: Some(vec![ContainerPort {
@@ -157,6 +159,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         ],
         volumes: Some(vec![
             pod::config_volume(c),
+            pod::scripts_volume(),
             pod::empty_dir("conf"),
             pod::empty_dir("run"),
             pod::empty_dir("tmp"),
