@@ -97,8 +97,9 @@ class StepFailed(Exception):
 # ------------------------------------------------------------------ kwok stages
 # Our own minimal stages (kwok ships none built in): nodes become Ready with plenty
 # of room; pods scheduled to them become Running and Ready with an IP from --cidr;
-# a Job's pod exits 0 with a termination message like the Job scripts write; pods
-# being deleted go away at once.
+# a Job's pod exits 0 with a termination message like the Job scripts write (a
+# final backup's pod only once the test labels it full-loop/outcome=succeed, or
+# fails it with =fail); pods being deleted go away at once.
 KWOK_STAGES_TEMPLATE = r"""
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -203,6 +204,24 @@ spec:
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Running]}
     - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+    # Final backups end only when the test says how (below).
+    - {key: '.metadata.labels["mysqlhook.dev/purpose"]', operator: NotIn, values: [final-backup]}
+  next:
+    statusTemplate: |
+@JOB_POD_ENDS@
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: final-backup-pod-ends-on-request}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Running]}
+    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+    - {key: '.metadata.labels["mysqlhook.dev/purpose"]', operator: In, values: [final-backup]}
+    - {key: '.metadata.labels["full-loop/outcome"]', operator: In, values: [succeed, fail]}
   next:
     statusTemplate: |
 @JOB_POD_ENDS@
@@ -221,7 +240,8 @@ spec:
 
 
 # How a Job pod ends: exit 0 with the result line its script would write, chosen by
-# the pod's purpose from its env. A backup reads from the first pod in PODS that is not
+# the pod's purpose from its env; or, when the test labels it full-loop/outcome=fail,
+# exit 1 with an error line. A backup reads from the first pod in PODS that is not
 # PRIMARY, as backup.sh does with healthy replicas (the hook orders PODS).
 JOB_POD_ENDS = r"""
 {{ $now := Now }}
@@ -237,6 +257,8 @@ JOB_POD_ENDS = r"""
 {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" (ternary "db-2" "db-1" (eq $primary "db-1")) $primary }}{{ end }}
 {{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
 {{ if or (eq $purpose "backup") (eq $purpose "final-backup") }}{{ $msg = printf "{\"result\":\"backed-up\",\"source\":\"%s\",\"location\":\"%s/%s\",\"bytes\":%d,\"gtid\":\"%s:1-42\",\"startedAt\":\"%s\",\"finishedAt\":\"%s\",\"databases\":1,\"binlogs\":2}" $source (get $env "BACKUP_DIR") (get $env "BACKUP_NAME") 1048576 .metadata.uid $stamp $stamp }}{{ end }}
+{{ $code := 0 }}
+{{ if eq (index .metadata.labels "full-loop/outcome" | default "succeed") "fail" }}{{ $code = 1 }}{{ $msg = printf "{\"result\":\"error\",\"source\":\"%s\",\"reason\":\"dump-failed\",\"message\":\"mysqldump exited with 2 (failed by the full loop)\"}" $source }}{{ end }}
 conditions:
 - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
 - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
@@ -249,13 +271,13 @@ containerStatuses:
   restartCount: 0
   state:
     terminated:
-      exitCode: 0
-      reason: Completed
+      exitCode: {{ $code }}
+      reason: {{ ternary "Completed" "Error" (eq $code 0) }}
       message: {{ $msg | Quote }}
       startedAt: {{ $now | Quote }}
       finishedAt: {{ $now | Quote }}
 {{ end }}
-phase: Succeeded
+phase: {{ ternary "Succeeded" "Failed" (eq $code 0) }}
 """
 KWOK_STAGES = KWOK_STAGES_TEMPLATE.replace(
     "@JOB_POD_ENDS@\n", "".join(f"      {line}\n" if line else "\n" for line in JOB_POD_ENDS.strip("\n").split("\n")))
@@ -413,7 +435,7 @@ CHILDREN = [
 
 
 def create_cluster(loop: Loop) -> None:
-    """Create a backup claim and a three-server MySQL backing up to it."""
+    """Create a backup claim and a three-server MySQL backing up to it, deletionPolicy Backup."""
     loop.k8s.ensure_namespace(NAMESPACE)
     loop.k8s.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                      "metadata": {"name": BACKUP_CLAIM, "namespace": NAMESPACE},
@@ -422,14 +444,14 @@ def create_cluster(loop: Loop) -> None:
         "apiVersion": API, "kind": "MySQL",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {"replicas": REPLICAS, "version": "8.4.3", "storage": {"size": STORAGE},
-                 "deletionPolicy": "Retain",
+                 "deletionPolicy": "Backup",
                  "backup": {"storage": {"persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}}},
     }
     created = loop.k8s.create(obj)
     loop.facts["uid"] = created["metadata"]["uid"]
     loop.facts["created_at"] = time.monotonic()
     say(f"created PersistentVolumeClaim {BACKUP_CLAIM} and MySQL {NAMESPACE}/{NAME} uid {loop.facts['uid']} "
-        "(backups on the claim, no schedule)")
+        "(deletionPolicy Backup, backups on the claim, no schedule)")
 
 
 def children_exist(loop: Loop) -> None:
@@ -947,12 +969,157 @@ def mysqlbackup_succeeds(loop: Loop) -> None:
         "Succeeded, and once deleted it was not created again; the status stayed")
 
 
-def delete_cluster(loop: Loop) -> None:
-    """Delete the MySQL: finalize runs, the StatefulSet and pods go, then the MySQL."""
+def final_backup_ends(loop: Loop, job_name: str, outcome: str) -> str:
+    """Waits for a Running pod of `job_name` that kwok holds (no full-loop/outcome
+    label yet), labels it so kwok ends it with `outcome` (succeed, fail), and waits
+    for it to end. Returns the pod's name."""
+    def running() -> list[dict]:
+        pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={
+            "labelSelector": f"batch.kubernetes.io/job-name={job_name},!full-loop/outcome"})["items"]
+        return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")]
+
+    pod = loop.wait(f"a Running pod of Job {job_name}", running, timeout=90,
+                    detail=lambda: f"Job {json.dumps((loop.k8s.get_or_none('batch/v1', 'Job', job_name, NAMESPACE) or {}).get('status'))}; "
+                                   f"MySQL {short_status(loop.mysql())}")[0]["metadata"]["name"]
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}",
+                     {"metadata": {"labels": {"full-loop/outcome": outcome}}},
+                     content_type="application/merge-patch+json")
+    want = "Succeeded" if outcome == "succeed" else "Failed"
+    loop.wait(f"pod {pod} phase {want}",
+              lambda: ((loop.k8s.get_or_none("v1", "Pod", pod, NAMESPACE) or {}).get("status") or {}).get("phase") == want,
+              timeout=30)
+    return pod
+
+
+# The finalize hook's resyncAfterSeconds while it waits (hooks/src/finalize.rs).
+FINALIZE_RESYNC_SECONDS = 5.0
+
+
+def assert_held(loop: Loop, reason: str, finalize_calls: int = 2,
+                min_seconds: float = FINALIZE_RESYNC_SECONDS) -> float:
+    """For at least `min_seconds` and `finalize_calls` more finalize calls, the MySQL
+    stays: deletionTimestamp set, finalizer held, Deleting reason `reason`, StatefulSet
+    and server pods present, status unchanged. Returns how long that was watched."""
+    n = loop.hook_calls("finalize")
+    t = time.monotonic()
+    before = loop.mysql() or {}
+
+    def held() -> bool:
+        m = loop.mysql()
+        if m is None:
+            raise StepFailed(f"the MySQL went away while its final backup was {reason}")
+        problems = []
+        if not m["metadata"].get("deletionTimestamp"):
+            problems.append("no deletionTimestamp")
+        if FINALIZER not in (m["metadata"].get("finalizers") or []):
+            problems.append(f"finalizer {FINALIZER} gone: {m['metadata'].get('finalizers')}")
+        if condition(m, "Deleting").get("reason") != reason:
+            problems.append(f"Deleting is {condition(m, 'Deleting')}")
+        if loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE) is None:
+            problems.append("the StatefulSet is gone")
+        for i in range(REPLICAS):
+            if loop.k8s.get_or_none("v1", "Pod", f"{NAME}-{i}", NAMESPACE) is None:
+                problems.append(f"pod {NAME}-{i} is gone")
+        if problems:
+            raise StepFailed(f"the MySQL is not held as it should be ({reason}): " + "; ".join(problems))
+        return loop.hook_calls("finalize") >= n + finalize_calls and time.monotonic() - t >= min_seconds
+
+    loop.wait(f"{finalize_calls} finalize calls and {min_seconds:.0f}s with the MySQL held ({reason})", held,
+              timeout=30,
+              detail=lambda: f"{loop.hook_calls('finalize') - n} finalize calls")
+    # Answering the same thing again writes nothing: no status rewritten per call.
+    moved = diff_paths(before.get("status"), (loop.mysql() or {}).get("status"), ".status")
+    if moved:
+        raise StepFailed(f"the held MySQL's status changed across {finalize_calls} finalize calls with nothing "
+                         "else changing:\n    " + "\n    ".join(moved))
+    return time.monotonic() - t
+
+
+def delete_with_final_backup(loop: Loop) -> None:
+    """Delete the MySQL (deletionPolicy Backup): it stays while the final backup runs and
+    after it has failed; deleting the failed Job retries it; once the retry succeeds the
+    StatefulSet and pods go, the volume claims stay, and the MySQL is gone."""
+    m0 = loop.mysql() or {}
+    primary = (m0.get("status") or {}).get("primary")
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
     calls_before = loop.hook_calls("finalize")
-    loop.facts["deleted_at"] = time.monotonic()
+    t0 = time.monotonic()
+    loop.facts["deleted_at"] = t0
     loop.k8s.delete(API, "MySQL", NAME, NAMESPACE, wait=False)
-    say("deleted the MySQL")
+    say(f"deleted the MySQL (deletionPolicy Backup, primary {primary})")
+    prefix = f"{NAME}-final-backup-"
+
+    def final_jobs() -> list[dict]:
+        return loop.watchers["jobs"].seen(lambda _t, o: o["metadata"]["name"].startswith(prefix))
+
+    seen = loop.wait(f"the final backup Job {prefix}*", final_jobs, timeout=60, detail=lambda: short_status(loop.mysql()))
+    t_job = time.monotonic()
+    job = seen[0]
+    job_name = job["metadata"]["name"]
+    if not owned_by(job, loop.facts["uid"]):
+        raise StepFailed(f"Job {job_name} is not owned by the MySQL: {job['metadata'].get('ownerReferences')}")
+    loop.timings.append(("delete -> final backup Job created", t_job - t0))
+    say(f"final backup Job {job_name} created {t_job - t0:.1f}s after delete; kwok holds its pod until told")
+    loop.wait("Deleting reason FinalBackupRunning", lambda: condition(loop.mysql(), "Deleting").get("reason")
+              == "FinalBackupRunning", timeout=30, detail=lambda: str(condition(loop.mysql(), "Deleting")))
+    n = loop.hook_calls("finalize")
+    held = assert_held(loop, "FinalBackupRunning")
+    d = condition(loop.mysql(), "Deleting")
+    say(f"held {held:.1f}s ({loop.hook_calls('finalize') - n} finalize calls) while the final backup runs: Deleting {d.get('reason')}: {d.get('message')}")
+
+    # Failure: every attempt the Job allows fails; the Job fails; the MySQL stays.
+    attempts = int(job["spec"].get("backoffLimit", 6)) + 1
+    t_fail = time.monotonic()
+    for i in range(attempts):
+        pod = final_backup_ends(loop, job_name, "fail")
+        say(f"attempt {i + 1}/{attempts}: pod {pod} failed at {time.monotonic() - t0:.1f}s "
+            f"(MySQL: Deleting {condition(loop.mysql(), 'Deleting').get('reason')})")
+
+    def job_failed() -> bool:
+        j = loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE)
+        return condition(j, "Failed").get("status") == "True"
+
+    loop.wait(f"Job {job_name} to fail", job_failed, timeout=30,
+              detail=lambda: json.dumps(loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE).get("status")))
+
+    def failed_status() -> dict | None:
+        m = loop.mysql()
+        rec = (((m or {}).get("status") or {}).get("backup") or {}).get("finalBackup") or {}
+        return m if condition(m, "Deleting").get("reason") == "FinalBackupFailed" and \
+            rec.get("outcome") == "Failed" else None
+
+    m = loop.wait("Deleting reason FinalBackupFailed and status.backup.finalBackup Failed", failed_status,
+                  timeout=30, detail=lambda: f"{short_status(loop.mysql())} backup "
+                                             f"{json.dumps(((loop.mysql() or {}).get('status') or {}).get('backup'))}")
+    loop.timings.append((f"first final backup attempt ended -> FinalBackupFailed ({attempts} pods, "
+                         "Job backoff)", time.monotonic() - t_fail))
+    rec = m["status"]["backup"]["finalBackup"]
+    if rec.get("name") != job_name or "dump-failed" not in (rec.get("message") or ""):
+        raise StepFailed(f"status.backup.finalBackup is {json.dumps(rec)}: want name {job_name} and the pod's "
+                         "reason dump-failed")
+    n = loop.hook_calls("finalize")
+    held = assert_held(loop, "FinalBackupFailed")
+    d = condition(loop.mysql(), "Deleting")
+    say(f"final backup failed; held {held:.1f}s more ({loop.hook_calls('finalize') - n} finalize calls): Deleting {d.get('reason')}: {d.get('message')}; "
+        f"finalBackup {json.dumps(rec)}")
+
+    # Retry: delete the failed Job; the hook emits it again; this time it succeeds.
+    old_uid = loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE)["metadata"]["uid"]
+    t_retry = time.monotonic()
+    loop.k8s.delete("batch/v1", "Job", job_name, NAMESPACE, wait=False)
+    retried = loop.wait(f"Job {job_name} emitted again", lambda: (lambda j: j if j and j["metadata"]["uid"] != old_uid
+                                                                  else None)(
+        loop.k8s.get_or_none("batch/v1", "Job", job_name, NAMESPACE)), timeout=60,
+        detail=lambda: short_status(loop.mysql()))
+    loop.timings.append(("failed final backup Job deleted -> emitted again", time.monotonic() - t_retry))
+    say(f"deleted the failed Job; {job_name} emitted again (uid {retried['metadata']['uid']}) "
+        f"{time.monotonic() - t_retry:.1f}s later")
+    if loop.mysql() is None:
+        raise StepFailed("the MySQL went away before the retried final backup succeeded")
+    pod = final_backup_ends(loop, job_name, "succeed")
+    t_ok = time.monotonic()
+    say(f"retried final backup pod {pod} succeeded")
 
     def sts_state() -> str:
         sts = loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE)
@@ -961,23 +1128,35 @@ def delete_cluster(loop: Loop) -> None:
                 f"MySQL {short_status(loop.mysql())}")
 
     loop.wait("the MySQL to be gone", lambda: loop.mysql() is None, timeout=120, detail=sts_state)
-    loop.timings.append(("delete -> MySQL gone", time.monotonic() - loop.facts["deleted_at"]))
+    t_gone = time.monotonic()
+    loop.timings.append(("final backup succeeded -> MySQL gone", t_gone - t_ok))
+    loop.timings.append(("delete -> MySQL gone (with the held, failed and retried final backup)", t_gone - t0))
     finalize_calls = loop.hook_calls("finalize") - calls_before
-    if finalize_calls < 1:
-        raise StepFailed("the MySQL went away without a single finalize call")
+    # The last status the MySQL had records the final backup.
+    last = [o for _, typ, o in loop.watchers["mysqls"].since(t0) if o["metadata"]["name"] == NAME
+            and typ != "DELETED"][-1]
+    rec = ((last.get("status") or {}).get("backup") or {}).get("finalBackup") or {}
+    want = {"name": job_name, "outcome": "Succeeded", "location": f"pvc://{BACKUP_CLAIM}/{NAME}/{job_name}",
+            "bytes": BACKUP_BYTES}
+    wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v}
+    if wrong or rec.get("source") not in [n for n in names if n != primary] or not rec.get("gtid"):
+        raise StepFailed(f"the MySQL's last status.backup.finalBackup is {json.dumps(rec)}: want {json.dumps(want)}, "
+                         f"a source other than the primary {primary}, and a GTID")
     if loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE) is not None:
         raise StepFailed("the MySQL is gone but its StatefulSet still exists")
     pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
                             params={"labelSelector": "statefulset.kubernetes.io/pod-name"})["items"]
     if pods:
         raise StepFailed(f"server pods outlived the MySQL: {[p['metadata']['name'] for p in pods]}")
-    pvcs = [p for p in loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"]
-            if p["metadata"]["name"] != BACKUP_CLAIM]  # the backup store, not a server's volume
-    say(f"MySQL gone {loop.timings[-1][1]:.1f}s after delete, after {finalize_calls} finalize calls; "
-        f"StatefulSet gone; {len(pvcs)} volume claims kept (deletionPolicy Retain)")
-    if len(pvcs) != REPLICAS:
-        raise StepFailed(f"deletionPolicy Retain should keep {REPLICAS} volume claims, found "
-                         f"{[p['metadata']['name'] for p in pvcs]}")
+    pvcs = sorted(p["metadata"]["name"] for p in
+                  loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"])
+    data = [p for p in pvcs if p != BACKUP_CLAIM]
+    say(f"MySQL gone {t_gone - t_ok:.1f}s after the final backup succeeded ({t_gone - t0:.1f}s after delete), "
+        f"after {finalize_calls} finalize calls; last finalBackup {json.dumps(rec)}; StatefulSet gone; "
+        f"volume claims kept: {pvcs}")
+    if len(data) != REPLICAS:
+        raise StepFailed(f"deletionPolicy Backup should keep {REPLICAS} server volume claims (like Retain), "
+                         f"found {pvcs}")
 
 
 # ------------------------------------------------------------------ chaos (issue 9)
@@ -1203,7 +1382,7 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     mysqlbackup_succeeds,
     upgrade,
     failover,
-    delete_cluster,
+    delete_with_final_backup,
 ]
 
 
