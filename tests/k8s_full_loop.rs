@@ -1,7 +1,8 @@
 //! The full loop (DESIGN.md §6, layer 5): a real Metacontroller calls this crate's
 //! hook binary while kube-controller-manager, kube-scheduler and kwok play the rest
 //! of a cluster, all on loopback. One MySQL is created, bootstrapped, watched for
-//! churn while Running, and deleted.
+//! churn while Running, put through failures, backed up by a `MySQLBackup`,
+//! upgraded, failed over, and deleted with a final backup (`deletionPolicy: Backup`).
 //!
 //! Runs `python3 tests/k8s/full_loop.py` with `MYSQL_HOOK_BIN` set to the binary
 //! cargo built for this test. Needs `METACONTROLLER_BIN` (a Metacontroller binary)

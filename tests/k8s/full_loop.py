@@ -13,10 +13,11 @@ Starts, all on loopback with free ports and all torn down on exit whatever happe
 - Metacontroller out of cluster (``--kubeconfig``), from ``METACONTROLLER_BIN``.
 
 It installs Metacontroller's CRDs (``METACONTROLLER_CRDS``: a file or a directory of
-YAML), our CRD and our CompositeController with its hook URLs pointed at the local
-hook, then walks one cluster through its life (``SCENARIOS`` below: a list of
-functions, so later features add their own steps) and asserts at each step, with a
-timeout and a message that says what was expected and what was seen.
+YAML), our CRDs and our two CompositeControllers (``MySQL``, ``MySQLBackup``) with
+their hook URLs pointed at the local hook, then walks one cluster through its life
+(``SCENARIOS`` below: a list of functions, so later features add their own steps)
+and asserts at each step, with a timeout and a message that says what was expected
+and what was seen.
 
     METACONTROLLER_BIN=/path/to/metacontroller \\
     METACONTROLLER_CRDS=/path/to/crds.yaml \\
@@ -52,8 +53,10 @@ import traceback
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,6 +70,12 @@ REPLICAS = 3
 API = "mysqlhook.dev/v1alpha1"
 CC_NAME = "mysql-hook"
 FINALIZER = f"metacontroller.io/compositecontroller-{CC_NAME}"
+BACKUP_CC_NAME = "mysql-hook-backup"
+# The backup store: a claim on the fourth (spare) volume, and a MySQLBackup of the cluster.
+BACKUP_CLAIM = "backups"
+BACKUP_NAME = "before-upgrade"
+# What kwok's stage reports as a backup's size.
+BACKUP_BYTES = 1048576
 # The CompositeController's periodic resync, shortened so that the quiet period sees
 # several syncs of a Running cluster (the shipped manifest says 60 s).
 RESYNC_PERIOD_SECONDS = 5
@@ -88,9 +97,10 @@ class StepFailed(Exception):
 # ------------------------------------------------------------------ kwok stages
 # Our own minimal stages (kwok ships none built in): nodes become Ready with plenty
 # of room; pods scheduled to them become Running and Ready with an IP from --cidr;
-# a Job's pod exits 0 with a termination message like the Job scripts write; pods
-# being deleted go away at once.
-KWOK_STAGES = r"""
+# a Job's pod exits 0 with a termination message like the Job scripts write (a
+# final backup's pod only once the test labels it full-loop/outcome=succeed, or
+# fails it with =fail); pods being deleted go away at once.
+KWOK_STAGES_TEMPLATE = r"""
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata: {name: node-ready}
@@ -194,35 +204,27 @@ spec:
     - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
     - {key: '.status.phase', operator: In, values: [Running]}
     - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+    # Final backups end only when the test says how (below).
+    - {key: '.metadata.labels["mysqlhook.dev/purpose"]', operator: NotIn, values: [final-backup]}
   next:
     statusTemplate: |
-      {{ $now := Now }}
-      {{ $primary := "" }}
-      {{ $target := "" }}
-      {{ range (index .spec.containers 0).env }}{{ if eq .name "PRIMARY" }}{{ $primary = .value }}{{ end }}{{ if eq .name "TARGET" }}{{ $target = .value }}{{ end }}{{ end }}
-      {{ $purpose := index .metadata.labels "mysqlhook.dev/purpose" }}
-      {{ $msg := printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary }}
-      {{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" (ternary "db-2" "db-1" (eq $primary "db-1")) $primary }}{{ end }}
-      {{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
-      conditions:
-      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
-      - {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        started: false
-        restartCount: 0
-        state:
-          terminated:
-            exitCode: 0
-            reason: Completed
-            message: {{ $msg | Quote }}
-            startedAt: {{ $now | Quote }}
-            finishedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Succeeded
+@JOB_POD_ENDS@
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: final-backup-pod-ends-on-request}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Running]}
+    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+    - {key: '.metadata.labels["mysqlhook.dev/purpose"]', operator: In, values: [final-backup]}
+    - {key: '.metadata.labels["full-loop/outcome"]', operator: In, values: [succeed, fail]}
+  next:
+    statusTemplate: |
+@JOB_POD_ENDS@
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -235,6 +237,50 @@ spec:
   next:
     delete: true
 """
+
+
+# How a Job pod ends: exit 0 with the result line its script would write, chosen by
+# the pod's purpose from its env; or, when the test labels it full-loop/outcome=fail,
+# exit 1 with an error line. A backup reads from the first pod in PODS that is not
+# PRIMARY, as backup.sh does with healthy replicas (the hook orders PODS).
+JOB_POD_ENDS = r"""
+{{ $now := Now }}
+{{ $stamp := dateInZone "2006-01-02T15:04:05Z07:00" now "UTC" }}
+{{ $env := dict }}
+{{ range (index .spec.containers 0).env }}{{ $_ := set $env .name (.value | default "") }}{{ end }}
+{{ $primary := get $env "PRIMARY" }}
+{{ $target := get $env "TARGET" }}
+{{ $source := "" }}
+{{ range splitList " " (get $env "PODS") }}{{ $n := first (splitList "=" .) }}{{ if and (not $source) (ne $n $primary) }}{{ $source = $n }}{{ end }}{{ end }}
+{{ $purpose := index .metadata.labels "mysqlhook.dev/purpose" }}
+{{ $msg := printf "{\"result\":\"bootstrapped\",\"primary\":\"%s\"}" $primary }}
+{{ if eq $purpose "failover" }}{{ $msg = printf "{\"result\":\"promoted\",\"primary\":\"%s\",\"from\":\"%s\"}" (ternary "db-2" "db-1" (eq $primary "db-1")) $primary }}{{ end }}
+{{ if eq $purpose "switchover" }}{{ $msg = printf "{\"result\":\"switched\",\"primary\":\"%s\",\"from\":\"%s\"}" $target $primary }}{{ end }}
+{{ if or (eq $purpose "backup") (eq $purpose "final-backup") }}{{ $msg = printf "{\"result\":\"backed-up\",\"source\":\"%s\",\"location\":\"%s/%s\",\"bytes\":%d,\"gtid\":\"%s:1-42\",\"startedAt\":\"%s\",\"finishedAt\":\"%s\",\"databases\":1,\"binlogs\":2}" $source (get $env "BACKUP_DIR") (get $env "BACKUP_NAME") 1048576 .metadata.uid $stamp $stamp }}{{ end }}
+{{ $code := 0 }}
+{{ if eq (index .metadata.labels "full-loop/outcome" | default "succeed") "fail" }}{{ $code = 1 }}{{ $msg = printf "{\"result\":\"error\",\"source\":\"%s\",\"reason\":\"dump-failed\",\"message\":\"mysqldump exited with 2 (failed by the full loop)\"}" $source }}{{ end }}
+conditions:
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: Ready, reason: PodCompleted}
+- {lastTransitionTime: {{ $now | Quote }}, status: "False", type: ContainersReady, reason: PodCompleted}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: {{ $code }}
+      reason: {{ ternary "Completed" "Error" (eq $code 0) }}
+      message: {{ $msg | Quote }}
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+{{ end }}
+phase: {{ ternary "Succeeded" "Failed" (eq $code 0) }}
+"""
+KWOK_STAGES = KWOK_STAGES_TEMPLATE.replace(
+    "@JOB_POD_ENDS@\n", "".join(f"      {line}\n" if line else "\n" for line in JOB_POD_ENDS.strip("\n").split("\n")))
 
 
 # ------------------------------------------------------------------ watching
@@ -389,18 +435,23 @@ CHILDREN = [
 
 
 def create_cluster(loop: Loop) -> None:
-    """Create a three-server MySQL."""
+    """Create a backup claim and a three-server MySQL backing up to it, deletionPolicy Backup."""
     loop.k8s.ensure_namespace(NAMESPACE)
+    loop.k8s.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": BACKUP_CLAIM, "namespace": NAMESPACE},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STORAGE}}}})
     obj = {
         "apiVersion": API, "kind": "MySQL",
         "metadata": {"name": NAME, "namespace": NAMESPACE},
         "spec": {"replicas": REPLICAS, "version": "8.4.3", "storage": {"size": STORAGE},
-                 "deletionPolicy": "Retain"},
+                 "deletionPolicy": "Backup",
+                 "backup": {"storage": {"persistentVolumeClaim": {"claimName": BACKUP_CLAIM}}}},
     }
     created = loop.k8s.create(obj)
     loop.facts["uid"] = created["metadata"]["uid"]
     loop.facts["created_at"] = time.monotonic()
-    say(f"created MySQL {NAMESPACE}/{NAME} uid {loop.facts['uid']}")
+    say(f"created PersistentVolumeClaim {BACKUP_CLAIM} and MySQL {NAMESPACE}/{NAME} uid {loop.facts['uid']} "
+        "(deletionPolicy Backup, backups on the claim, no schedule)")
 
 
 def children_exist(loop: Loop) -> None:
@@ -772,12 +823,303 @@ def failover(loop: Loop) -> None:
         loop.notes.append(f"failover took {t_svc - t0:.1f}s, over the 20 s target")
 
 
-def delete_cluster(loop: Loop) -> None:
-    """Delete the MySQL: finalize runs, the StatefulSet and pods go, then the MySQL."""
+# ------------------------------------------------------------------ backups (issue 5)
+
+
+def mysqlbackup(loop: Loop) -> dict | None:
+    return loop.k8s.get_or_none(API, "MySQLBackup", BACKUP_NAME, NAMESPACE)
+
+
+def backup_status(obj: dict | None) -> str:
+    if obj is None:
+        return "the MySQLBackup does not exist"
+    st = obj.get("status") or {}
+    return (f"phase={st.get('phase')} name={st.get('name')} location={st.get('location')} "
+            f"bytes={st.get('bytes')} source={st.get('source')} startTime={st.get('startTime')} "
+            f"completionTime={st.get('completionTime')} message={st.get('message')!r}")
+
+
+def job_env(job: dict) -> dict[str, str]:
+    """The env of a Job's last container (the one that writes the result line)."""
+    c = job["spec"]["template"]["spec"]["containers"][-1]
+    return {e["name"]: e.get("value", "") for e in c.get("env") or []}
+
+
+def rfc3339(t: str | None, what: str) -> float:
+    try:
+        return datetime.strptime(t or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        raise StepFailed(f"{what} is {t!r}, not a whole-second UTC RFC 3339 time") from None
+
+
+def termination_messages(loop: Loop, job_name: str) -> list[str]:
+    pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                            params={"labelSelector": f"batch.kubernetes.io/job-name={job_name}"})["items"]
+    return [((cs.get("state") or {}).get("terminated") or {}).get("message", "")
+            for p in pods for cs in (p.get("status") or {}).get("containerStatuses") or []]
+
+
+def mysqlbackup_succeeds(loop: Loop) -> None:
+    """A MySQLBackup of the Running cluster: its Job reads from a Ready replica; phase
+    Succeeded with name, location, size, source, GTID and start/completion times."""
+    m = loop.mysql() or {}
+    primary = (m.get("status") or {}).get("primary")
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
+    ready_replicas = [n for n in names if n != primary
+                      and pod_ready(loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE))]
+    if not primary or not ready_replicas:
+        raise StepFailed(f"the backup step wants a primary and a Ready replica: {short_status(m)}")
+    syncs_before = loop.hook_calls("backup_sync")
+    wall0 = time.time()
+    t0 = time.monotonic()
+    created = loop.k8s.create({"apiVersion": API, "kind": "MySQLBackup",
+                               "metadata": {"name": BACKUP_NAME, "namespace": NAMESPACE},
+                               "spec": {"cluster": NAME}})
+    uid = created["metadata"]["uid"]
+    say(f"created MySQLBackup {BACKUP_NAME} of {NAME} (primary {primary}, Ready replicas {ready_replicas})")
+    prefix = f"{BACKUP_NAME}-backup-"
+
+    def backup_jobs() -> list[dict]:
+        return loop.watchers["jobs"].seen(lambda _t, o: o["metadata"]["name"].startswith(prefix))
+
+    seen = loop.wait(f"the MySQLBackup's Job {prefix}*", backup_jobs, timeout=60,
+                     detail=lambda: f"{backup_status(mysqlbackup(loop))}; backup_sync calls "
+                                    f"{loop.hook_calls('backup_sync') - syncs_before}")
+    t_job = time.monotonic()
+    job = seen[0]
+    job_name = job["metadata"]["name"]
+    if not owned_by(job, uid):
+        raise StepFailed(f"Job {job_name} is not owned by the MySQLBackup {uid}: "
+                         f"{job['metadata'].get('ownerReferences')}")
+    labels = job["spec"]["template"]["metadata"].get("labels") or {}
+    if labels.get("mysqlhook.dev/purpose") != "backup" or labels.get("mysqlhook.dev/mysqlbackup") != BACKUP_NAME:
+        raise StepFailed(f"Job {job_name}'s pod labels {labels} lack mysqlhook.dev/purpose=backup and "
+                         f"mysqlhook.dev/mysqlbackup={BACKUP_NAME}")
+    env = job_env(job)
+    order = [e.split("=", 1)[0] for e in env.get("PODS", "").split()]
+    if env.get("PRIMARY") != primary or sorted(order) != names or order[:len(ready_replicas)] != ready_replicas:
+        raise StepFailed(f"Job {job_name} has PRIMARY={env.get('PRIMARY')!r} PODS order {order}: want PRIMARY "
+                         f"{primary} and the Ready replicas {ready_replicas} first")
+    say(f"Job {job_name} created {t_job - t0:.1f}s after the MySQLBackup; PRIMARY={primary}, PODS order {order}, "
+        f"BACKUP_DIR={env.get('BACKUP_DIR')}")
+
+    def succeeded() -> dict | None:
+        b = mysqlbackup(loop)
+        phase = ((b or {}).get("status") or {}).get("phase")
+        if phase == "Failed":
+            raise StepFailed(f"MySQLBackup {BACKUP_NAME} failed: {backup_status(b)}")
+        return b if phase == "Succeeded" else None
+
+    b = loop.wait(f"MySQLBackup {BACKUP_NAME} phase Succeeded", succeeded, timeout=60,
+                  detail=lambda: f"{backup_status(mysqlbackup(loop))}; Job "
+                                 f"{json.dumps((loop.k8s.get_or_none('batch/v1', 'Job', job_name, NAMESPACE) or {}).get('status'))}")
+    secs = time.monotonic() - t0
+    loop.timings.append(("MySQLBackup create -> Job created", t_job - t0))
+    loop.timings.append(("MySQLBackup create -> Succeeded", secs))
+    st = b["status"]
+    want_location = f"pvc://{BACKUP_CLAIM}/{NAME}/{job_name}"
+    problems = []
+    for field_, want in (("name", job_name), ("location", want_location), ("bytes", BACKUP_BYTES),
+                         ("storage", {"persistentVolumeClaim": {"claimName": BACKUP_CLAIM, "prefix": NAME}})):
+        if st.get(field_) != want:
+            problems.append(f"status.{field_} is {json.dumps(st.get(field_))}, want {json.dumps(want)}")
+    if st.get("source") not in ready_replicas:
+        problems.append(f"status.source is {st.get('source')!r}, want a Ready replica {ready_replicas} "
+                        f"(the primary is {primary})")
+    if not st.get("gtid"):
+        problems.append("status.gtid is empty")
+    if st.get("message"):
+        problems.append(f"status.message is {st.get('message')!r} on success")
+    start = rfc3339(st.get("startTime"), "status.startTime")
+    done = rfc3339(st.get("completionTime"), "status.completionTime")
+    if not (wall0 - 1 <= start <= done <= time.time() + 1):
+        problems.append(f"times out of order: created at {wall0:.1f}, startTime {st.get('startTime')}, "
+                        f"completionTime {st.get('completionTime')}, now {time.time():.1f}")
+    if problems:
+        raise StepFailed(f"MySQLBackup {BACKUP_NAME} Succeeded, but:\n    " + "\n    ".join(problems))
+    msgs = [x for x in termination_messages(loop, job_name) if x]
+    phases = []
+    for _, typ, o in loop.watchers["mysqlbackups"].since(t0):
+        ph = ((o.get("status") or {}).get("phase"), (o.get("status") or {}).get("message"))
+        if o["metadata"]["name"] == BACKUP_NAME and ph[0] and (not phases or phases[-1] != ph):
+            phases.append(ph)
+    say(f"MySQLBackup {BACKUP_NAME} Succeeded {secs:.1f}s after create: {backup_status(b)} gtid={st.get('gtid')} "
+        f"flavor={st.get('flavor')}")
+    say("its phases: " + " -> ".join(f"{ph}" + (f" ({msg})" if msg else "") for ph, msg in phases))
+    say(f"the Job pod's termination message: {msgs}")
+    # Finished is final: a later sync keeps the Job (its logs); once the Job is
+    # deleted, no sync creates it again.
+    n = loop.hook_calls("backup_sync")
+    loop.wait("a /backup/sync call after Succeeded", lambda: loop.hook_calls("backup_sync") > n, timeout=30)
+    if loop.k8s.get_or_none("batch/v1", "Job", job_name, NAMESPACE) is None:
+        raise StepFailed(f"Job {job_name} of the Succeeded MySQLBackup was deleted; it should be kept for its logs")
+    t_del = time.monotonic()
+    loop.k8s.delete("batch/v1", "Job", job_name, NAMESPACE, wait=True)
+    n = loop.hook_calls("backup_sync")
+    loop.wait("a /backup/sync call after the Job was deleted", lambda: loop.hook_calls("backup_sync") > n, timeout=30)
+    time.sleep(1)  # room for a create, had the answer asked for one
+    again = mysqlbackup(loop) or {}
+    recreated = [o for _, typ, o in loop.watchers["jobs"].since(t_del)
+                 if typ == "ADDED" and o["metadata"]["name"] == job_name]
+    if recreated or loop.k8s.get_or_none("batch/v1", "Job", job_name, NAMESPACE) is not None:
+        raise StepFailed(f"Job {job_name} of the Succeeded MySQLBackup was created again after it was deleted")
+    if (again.get("status") or {}) != {**st, "observedGeneration": (again.get("status") or {}).get("observedGeneration")}:
+        raise StepFailed(f"the Succeeded status moved: {json.dumps(st)} -> {json.dumps(again.get('status'))}")
+    say(f"{loop.hook_calls('backup_sync') - syncs_before} /backup/sync calls in all; the Job was kept after "
+        "Succeeded, and once deleted it was not created again; the status stayed")
+
+
+def final_backup_ends(loop: Loop, job_name: str, outcome: str) -> str:
+    """Waits for a Running pod of `job_name` that kwok holds (no full-loop/outcome
+    label yet), labels it so kwok ends it with `outcome` (succeed, fail), and waits
+    for it to end. Returns the pod's name."""
+    def running() -> list[dict]:
+        pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params={
+            "labelSelector": f"batch.kubernetes.io/job-name={job_name},!full-loop/outcome"})["items"]
+        return [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")]
+
+    pod = loop.wait(f"a Running pod of Job {job_name}", running, timeout=90,
+                    detail=lambda: f"Job {json.dumps((loop.k8s.get_or_none('batch/v1', 'Job', job_name, NAMESPACE) or {}).get('status'))}; "
+                                   f"MySQL {short_status(loop.mysql())}")[0]["metadata"]["name"]
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}",
+                     {"metadata": {"labels": {"full-loop/outcome": outcome}}},
+                     content_type="application/merge-patch+json")
+    want = "Succeeded" if outcome == "succeed" else "Failed"
+    loop.wait(f"pod {pod} phase {want}",
+              lambda: ((loop.k8s.get_or_none("v1", "Pod", pod, NAMESPACE) or {}).get("status") or {}).get("phase") == want,
+              timeout=30)
+    return pod
+
+
+# The finalize hook's resyncAfterSeconds while it waits (hooks/src/finalize.rs).
+FINALIZE_RESYNC_SECONDS = 5.0
+
+
+def assert_held(loop: Loop, reason: str, finalize_calls: int = 2,
+                min_seconds: float = FINALIZE_RESYNC_SECONDS) -> float:
+    """For at least `min_seconds` and `finalize_calls` more finalize calls, the MySQL
+    stays: deletionTimestamp set, finalizer held, Deleting reason `reason`, StatefulSet
+    and server pods present, status unchanged. Returns how long that was watched."""
+    n = loop.hook_calls("finalize")
+    t = time.monotonic()
+    before = loop.mysql() or {}
+
+    def held() -> bool:
+        m = loop.mysql()
+        if m is None:
+            raise StepFailed(f"the MySQL went away while its final backup was {reason}")
+        problems = []
+        if not m["metadata"].get("deletionTimestamp"):
+            problems.append("no deletionTimestamp")
+        if FINALIZER not in (m["metadata"].get("finalizers") or []):
+            problems.append(f"finalizer {FINALIZER} gone: {m['metadata'].get('finalizers')}")
+        if condition(m, "Deleting").get("reason") != reason:
+            problems.append(f"Deleting is {condition(m, 'Deleting')}")
+        if loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE) is None:
+            problems.append("the StatefulSet is gone")
+        for i in range(REPLICAS):
+            if loop.k8s.get_or_none("v1", "Pod", f"{NAME}-{i}", NAMESPACE) is None:
+                problems.append(f"pod {NAME}-{i} is gone")
+        if problems:
+            raise StepFailed(f"the MySQL is not held as it should be ({reason}): " + "; ".join(problems))
+        return loop.hook_calls("finalize") >= n + finalize_calls and time.monotonic() - t >= min_seconds
+
+    loop.wait(f"{finalize_calls} finalize calls and {min_seconds:.0f}s with the MySQL held ({reason})", held,
+              timeout=30,
+              detail=lambda: f"{loop.hook_calls('finalize') - n} finalize calls")
+    # Answering the same thing again writes nothing: no status rewritten per call.
+    moved = diff_paths(before.get("status"), (loop.mysql() or {}).get("status"), ".status")
+    if moved:
+        raise StepFailed(f"the held MySQL's status changed across {finalize_calls} finalize calls with nothing "
+                         "else changing:\n    " + "\n    ".join(moved))
+    return time.monotonic() - t
+
+
+def delete_with_final_backup(loop: Loop) -> None:
+    """Delete the MySQL (deletionPolicy Backup): it stays while the final backup runs and
+    after it has failed; deleting the failed Job retries it; once the retry succeeds the
+    StatefulSet and pods go, the volume claims stay, and the MySQL is gone."""
+    m0 = loop.mysql() or {}
+    primary = (m0.get("status") or {}).get("primary")
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
     calls_before = loop.hook_calls("finalize")
-    loop.facts["deleted_at"] = time.monotonic()
+    t0 = time.monotonic()
+    loop.facts["deleted_at"] = t0
     loop.k8s.delete(API, "MySQL", NAME, NAMESPACE, wait=False)
-    say("deleted the MySQL")
+    say(f"deleted the MySQL (deletionPolicy Backup, primary {primary})")
+    prefix = f"{NAME}-final-backup-"
+
+    def final_jobs() -> list[dict]:
+        return loop.watchers["jobs"].seen(lambda _t, o: o["metadata"]["name"].startswith(prefix))
+
+    seen = loop.wait(f"the final backup Job {prefix}*", final_jobs, timeout=60, detail=lambda: short_status(loop.mysql()))
+    t_job = time.monotonic()
+    job = seen[0]
+    job_name = job["metadata"]["name"]
+    if not owned_by(job, loop.facts["uid"]):
+        raise StepFailed(f"Job {job_name} is not owned by the MySQL: {job['metadata'].get('ownerReferences')}")
+    loop.timings.append(("delete -> final backup Job created", t_job - t0))
+    say(f"final backup Job {job_name} created {t_job - t0:.1f}s after delete; kwok holds its pod until told")
+    loop.wait("Deleting reason FinalBackupRunning", lambda: condition(loop.mysql(), "Deleting").get("reason")
+              == "FinalBackupRunning", timeout=30, detail=lambda: str(condition(loop.mysql(), "Deleting")))
+    n = loop.hook_calls("finalize")
+    held = assert_held(loop, "FinalBackupRunning")
+    d = condition(loop.mysql(), "Deleting")
+    say(f"held {held:.1f}s ({loop.hook_calls('finalize') - n} finalize calls) while the final backup runs: Deleting {d.get('reason')}: {d.get('message')}")
+
+    # Failure: every attempt the Job allows fails; the Job fails; the MySQL stays.
+    attempts = int(job["spec"].get("backoffLimit", 6)) + 1
+    t_fail = time.monotonic()
+    for i in range(attempts):
+        pod = final_backup_ends(loop, job_name, "fail")
+        say(f"attempt {i + 1}/{attempts}: pod {pod} failed at {time.monotonic() - t0:.1f}s "
+            f"(MySQL: Deleting {condition(loop.mysql(), 'Deleting').get('reason')})")
+
+    def job_failed() -> bool:
+        j = loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE)
+        return condition(j, "Failed").get("status") == "True"
+
+    loop.wait(f"Job {job_name} to fail", job_failed, timeout=30,
+              detail=lambda: json.dumps(loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE).get("status")))
+
+    def failed_status() -> dict | None:
+        m = loop.mysql()
+        rec = (((m or {}).get("status") or {}).get("backup") or {}).get("finalBackup") or {}
+        return m if condition(m, "Deleting").get("reason") == "FinalBackupFailed" and \
+            rec.get("outcome") == "Failed" else None
+
+    m = loop.wait("Deleting reason FinalBackupFailed and status.backup.finalBackup Failed", failed_status,
+                  timeout=30, detail=lambda: f"{short_status(loop.mysql())} backup "
+                                             f"{json.dumps(((loop.mysql() or {}).get('status') or {}).get('backup'))}")
+    loop.timings.append((f"first final backup attempt ended -> FinalBackupFailed ({attempts} pods, "
+                         "Job backoff)", time.monotonic() - t_fail))
+    rec = m["status"]["backup"]["finalBackup"]
+    if rec.get("name") != job_name or "dump-failed" not in (rec.get("message") or ""):
+        raise StepFailed(f"status.backup.finalBackup is {json.dumps(rec)}: want name {job_name} and the pod's "
+                         "reason dump-failed")
+    n = loop.hook_calls("finalize")
+    held = assert_held(loop, "FinalBackupFailed")
+    d = condition(loop.mysql(), "Deleting")
+    say(f"final backup failed; held {held:.1f}s more ({loop.hook_calls('finalize') - n} finalize calls): Deleting {d.get('reason')}: {d.get('message')}; "
+        f"finalBackup {json.dumps(rec)}")
+
+    # Retry: delete the failed Job; the hook emits it again; this time it succeeds.
+    old_uid = loop.k8s.get("batch/v1", "Job", job_name, NAMESPACE)["metadata"]["uid"]
+    t_retry = time.monotonic()
+    loop.k8s.delete("batch/v1", "Job", job_name, NAMESPACE, wait=False)
+    retried = loop.wait(f"Job {job_name} emitted again", lambda: (lambda j: j if j and j["metadata"]["uid"] != old_uid
+                                                                  else None)(
+        loop.k8s.get_or_none("batch/v1", "Job", job_name, NAMESPACE)), timeout=60,
+        detail=lambda: short_status(loop.mysql()))
+    loop.timings.append(("failed final backup Job deleted -> emitted again", time.monotonic() - t_retry))
+    say(f"deleted the failed Job; {job_name} emitted again (uid {retried['metadata']['uid']}) "
+        f"{time.monotonic() - t_retry:.1f}s later")
+    if loop.mysql() is None:
+        raise StepFailed("the MySQL went away before the retried final backup succeeded")
+    pod = final_backup_ends(loop, job_name, "succeed")
+    t_ok = time.monotonic()
+    say(f"retried final backup pod {pod} succeeded")
 
     def sts_state() -> str:
         sts = loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE)
@@ -786,22 +1128,35 @@ def delete_cluster(loop: Loop) -> None:
                 f"MySQL {short_status(loop.mysql())}")
 
     loop.wait("the MySQL to be gone", lambda: loop.mysql() is None, timeout=120, detail=sts_state)
-    loop.timings.append(("delete -> MySQL gone", time.monotonic() - loop.facts["deleted_at"]))
+    t_gone = time.monotonic()
+    loop.timings.append(("final backup succeeded -> MySQL gone", t_gone - t_ok))
+    loop.timings.append(("delete -> MySQL gone (with the held, failed and retried final backup)", t_gone - t0))
     finalize_calls = loop.hook_calls("finalize") - calls_before
-    if finalize_calls < 1:
-        raise StepFailed("the MySQL went away without a single finalize call")
+    # The last status the MySQL had records the final backup.
+    last = [o for _, typ, o in loop.watchers["mysqls"].since(t0) if o["metadata"]["name"] == NAME
+            and typ != "DELETED"][-1]
+    rec = ((last.get("status") or {}).get("backup") or {}).get("finalBackup") or {}
+    want = {"name": job_name, "outcome": "Succeeded", "location": f"pvc://{BACKUP_CLAIM}/{NAME}/{job_name}",
+            "bytes": BACKUP_BYTES}
+    wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v}
+    if wrong or rec.get("source") not in [n for n in names if n != primary] or not rec.get("gtid"):
+        raise StepFailed(f"the MySQL's last status.backup.finalBackup is {json.dumps(rec)}: want {json.dumps(want)}, "
+                         f"a source other than the primary {primary}, and a GTID")
     if loop.k8s.get_or_none("apps/v1", "StatefulSet", NAME, NAMESPACE) is not None:
         raise StepFailed("the MySQL is gone but its StatefulSet still exists")
     pods = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
                             params={"labelSelector": "statefulset.kubernetes.io/pod-name"})["items"]
     if pods:
         raise StepFailed(f"server pods outlived the MySQL: {[p['metadata']['name'] for p in pods]}")
-    pvcs = loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"]
-    say(f"MySQL gone {loop.timings[-1][1]:.1f}s after delete, after {finalize_calls} finalize calls; "
-        f"StatefulSet gone; {len(pvcs)} volume claims kept (deletionPolicy Retain)")
-    if len(pvcs) != REPLICAS:
-        raise StepFailed(f"deletionPolicy Retain should keep {REPLICAS} volume claims, found "
-                         f"{[p['metadata']['name'] for p in pvcs]}")
+    pvcs = sorted(p["metadata"]["name"] for p in
+                  loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims")["items"])
+    data = [p for p in pvcs if p != BACKUP_CLAIM]
+    say(f"MySQL gone {t_gone - t_ok:.1f}s after the final backup succeeded ({t_gone - t0:.1f}s after delete), "
+        f"after {finalize_calls} finalize calls; last finalBackup {json.dumps(rec)}; StatefulSet gone; "
+        f"volume claims kept: {pvcs}")
+    if len(data) != REPLICAS:
+        raise StepFailed(f"deletionPolicy Backup should keep {REPLICAS} server volume claims (like Retain), "
+                         f"found {pvcs}")
 
 
 # ------------------------------------------------------------------ chaos (issue 9)
@@ -845,6 +1200,8 @@ def uid_snapshot(loop: Loop) -> dict[str, str]:
         for o in loop.k8s.request("GET", f"/api/v1/namespaces/{NAMESPACE}/{path}")["items"]:
             if kind == "Pod" and not (o["metadata"].get("labels") or {}).get("statefulset.kubernetes.io/pod-name"):
                 continue  # Job pods come and go; the server pods must not
+            if kind == "PersistentVolumeClaim" and o["metadata"]["name"] == BACKUP_CLAIM:
+                continue  # the backup store, not a server's volume
             out[f"{kind} {o['metadata']['name']}"] = o["metadata"]["uid"]
     if sum(k.startswith("Pod ") for k in out) != REPLICAS or \
             sum(k.startswith("PersistentVolumeClaim ") for k in out) != REPLICAS:
@@ -1022,9 +1379,10 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     chaos_restart_metacontroller,
     chaos_misconfigured_sync_url,
     chaos_stray_child,
+    mysqlbackup_succeeds,
     upgrade,
     failover,
-    delete_cluster,
+    delete_with_final_backup,
 ]
 
 
@@ -1099,15 +1457,15 @@ def crd_docs(path: Path) -> list[dict]:
     return docs
 
 
-def compositecontroller(hook_url: str) -> dict:
-    docs = [d for d in load_yaml_docs(REPO / "metacontroller/compositecontroller.yaml")
-            if d.get("kind") == "CompositeController"]
+def compositecontroller(hook_url: str, manifest: str = "compositecontroller.yaml") -> dict:
+    """The CompositeController in metacontroller/<manifest>, its hook URLs pointed at
+    the local hook (same paths), resyncing every RESYNC_PERIOD_SECONDS."""
+    docs = [d for d in load_yaml_docs(REPO / "metacontroller" / manifest) if d.get("kind") == "CompositeController"]
     if len(docs) != 1:
-        raise HarnessError("metacontroller/compositecontroller.yaml should hold one CompositeController")
+        raise HarnessError(f"metacontroller/{manifest} should hold one CompositeController")
     cc = docs[0]
-    for name, hook in (cc["spec"].get("hooks") or {}).items():
-        url = hook["webhook"]["url"]
-        hook["webhook"]["url"] = hook_url + "/" + url.rsplit("/", 1)[1]
+    for hook in (cc["spec"].get("hooks") or {}).values():
+        hook["webhook"]["url"] = hook_url + urlsplit(hook["webhook"]["url"]).path
     cc["spec"]["resyncPeriodSeconds"] = RESYNC_PERIOD_SECONDS
     return cc
 
@@ -1211,6 +1569,7 @@ def run(args: argparse.Namespace) -> int:
             k8s.apply(doc)
             k8s.wait_for_crd_established(doc["metadata"]["name"])
         k8s.wait_for_kind(API, "MySQL")
+        k8s.wait_for_kind(API, "MySQLBackup")
 
         # Fake nodes (kwok makes them Ready) and volumes for the volume claims.
         for n in NODES:
@@ -1238,8 +1597,13 @@ def run(args: argparse.Namespace) -> int:
         ])
         wait_http(f"http://127.0.0.1:{mc_health}/readyz", "metacontroller", 60, procs_ok)
         k8s.apply(compositecontroller(hook_url))
+        backup_cc = compositecontroller(hook_url, "backup-compositecontroller.yaml")
+        if backup_cc["metadata"]["name"] != BACKUP_CC_NAME:
+            raise HarnessError(f"metacontroller/backup-compositecontroller.yaml names {backup_cc['metadata']['name']}, "
+                               f"not {BACKUP_CC_NAME}")
+        k8s.apply(backup_cc)
         say(f"all components up: kube-controller-manager, kube-scheduler, kwok, mysql-hook at {hook_url}, "
-            "metacontroller; CompositeController applied")
+            f"metacontroller; CompositeControllers {CC_NAME} and {BACKUP_CC_NAME} applied")
 
         loop = Loop(k8s=k8s, hook_url=hook_url, mc_log=tmp / "metacontroller.log", procs_ok=procs_ok)
         ns = f"/namespaces/{NAMESPACE}"
@@ -1251,6 +1615,7 @@ def run(args: argparse.Namespace) -> int:
                             ("pdbs", f"/apis/policy/v1{ns}/poddisruptionbudgets"),
                             ("endpointslices", f"/apis/discovery.k8s.io/v1{ns}/endpointslices"),
                             ("jobs", f"/apis/batch/v1{ns}/jobs"),
+                            ("mysqlbackups", f"/apis/{API}{ns}/mysqlbackups"),
                             ("pods", f"/api/v1{ns}/pods")):
             w = Watcher(k8s, path, label)
             loop.watchers[label] = w
