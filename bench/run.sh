@@ -50,8 +50,10 @@ log "HTTP load on 127.0.0.1:$port"
 server_pid=
 cleanup() { if [[ -n $server_pid ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
-# Default settings, as deployed: info logging (to /dev/null here), one worker per CPU.
-MYSQL_HOOK_LISTEN=127.0.0.1:$port "$root/target/release/mysql-hook" serve 2>/dev/null &
+# Default settings (info logging, to /dev/null here; one worker per CPU) except the
+# admission limit: above every concurrency below, so every request is answered
+# rather than refused with 429 (tests/overload.rs covers the limit).
+MYSQL_HOOK_MAX_CONCURRENT_REQUESTS=256 MYSQL_HOOK_LISTEN=127.0.0.1:$port "$root/target/release/mysql-hook" serve 2>/dev/null &
 server_pid=$!
 for _ in $(seq 50); do
   ss -ltnp "sport = :$port" | grep -q "pid=$server_pid," && break
@@ -72,9 +74,13 @@ wrk_run() { # connections seconds -> wrk output file
   BODY="$body" wrk -t"$threads" -c"$c" -d"${secs}s" --latency -s "$root/bench/post.lua" "http://127.0.0.1:$port/sync"
 }
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; } # utime + stime
+tick_us=$((1000000 / $(getconf CLK_TCK)))
 rss_start=$(vm VmRSS)
 for c in 1 8 32 128; do
+  before=$(cpu_ticks)
   wrk_run "$c" "$load_secs" >"$out/wrk-c$c.txt"
+  echo $((($(cpu_ticks) - before) * tick_us)) >"$out/cpu-c$c.txt" # server CPU µs in the run
 done
 # Soak at 32 connections: RSS after >=100k and after >=1M requests in all.
 rss_100k=; n_100k=; soak_start=$(date +%s)
@@ -112,7 +118,7 @@ for group in ("sync", "finalize", "customize"):
             continue
         print(f"| {group} | {size} | {p:.1f} | {f:.1f} | {c:.1f} | {p / f:.2f} |")
 print("\nSizes: 1, 3, 9 Ready replicas; `large` = 9 replicas + 48 Job pods of 16 Jobs "
-      "(built from test-fixtures/sync/running with the real scripts in the observed ConfigMap).\n")
+      "(built from test-fixtures/sync/running).\n")
 
 print("### Growth (decode + sync + encode)\n")
 with open(os.path.join(out, "growth.md")) as f:
@@ -127,14 +133,17 @@ def wrk(path):
         return v * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
     errs = re.search(r"Socket errors:(.*)", text)
-    return rps, lat(50), lat(99), int(bad.group(1)) if bad else 0, errs.group(1).strip() if errs else "none"
+    n = int(re.search(r"(\d+) requests in", text).group(1))
+    return rps, lat(50), lat(99), int(bad.group(1)) if bad else 0, errs.group(1).strip() if errs else "none", n
 
 print("### HTTP load (wrk on loopback, test-fixtures/sync/running/request.json, keep-alive)\n")
-print("| connections | req/s | p50 ms | p99 ms | non-200 | socket errors |")
-print("|---:|---:|---:|---:|---:|---|")
+print("`server CPU` = the hook process's user + system CPU during the run divided by the requests.\n")
+print("| connections | req/s | p50 ms | p99 ms | server CPU µs/req | non-200 | socket errors |")
+print("|---:|---:|---:|---:|---:|---:|---|")
 for c in (1, 8, 32, 128):
-    rps, p50, p99, bad, errs = wrk(os.path.join(out, f"wrk-c{c}.txt"))
-    print(f"| {c} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {bad} | {errs} |")
+    rps, p50, p99, bad, errs, n = wrk(os.path.join(out, f"wrk-c{c}.txt"))
+    cpu = int(open(os.path.join(out, f"cpu-c{c}.txt")).read()) / max(n, 1)
+    print(f"| {c} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {cpu:.0f} | {bad} | {errs} |")
 EOF
 cat <<EOF
 
