@@ -62,14 +62,14 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         Some(FinalBackup::NoTarget) => {
             reason = "NoBackupTarget";
             (
-                keep_everything(request, &cluster, &observed, ctx),
+                keep_everything(request, ctx)?,
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
             )
         }
         Some(FinalBackup::Running(job)) => {
             reason = "FinalBackupRunning";
-            let mut children = keep_everything(request, &cluster, &observed, ctx);
+            let mut children = keep_everything(request, ctx)?;
             children.push(Child::Job(job.clone()));
             let name = job.metadata.name.as_deref().unwrap_or_default();
             (
@@ -80,7 +80,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
         Some(FinalBackup::Failed(job, record)) => {
             reason = "FinalBackupFailed";
-            let mut children = keep_everything(request, &cluster, &observed, ctx);
+            let mut children = keep_everything(request, ctx)?;
             children.push(Child::Job(job.clone()));
             (
                 children,
@@ -93,7 +93,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             )
         }
         _ if observed.stateful_set.is_some() && have_retention != want_retention => (
-            keep_everything(request, &cluster, &observed, ctx),
+            keep_everything(request, ctx)?,
             false,
             format!(
                 "setting the volume retention policy to {} before deleting the StatefulSet",
@@ -154,8 +154,10 @@ fn deletion_reason(policy: DeletionPolicy) -> &'static str {
 }
 
 /// Every child as a sync would emit it: deletion waits.
-fn keep_everything(request: &SyncRequest, _c: &Cluster, _o: &Observed<'_>, ctx: &Context) -> Vec<Child> {
-    sync::sync(request, ctx).map(|r| r.children).unwrap_or_default()
+/// Every child as a sync would answer. An error is passed on, never turned into an
+/// empty list: finalizing with no children would delete them all.
+fn keep_everything(request: &SyncRequest, ctx: &Context) -> Result<Vec<Child>> {
+    Ok(sync::sync(request, ctx)?.children)
 }
 
 /// Where the final backup stands.
