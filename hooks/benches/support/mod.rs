@@ -1,8 +1,6 @@
 //! Bench inputs, built from the golden fixtures by adding objects programmatically,
 //! so every bench request is a realistic Metacontroller v2 body:
 //!
-//! - the observed config ConfigMap carries the real shipped scripts (the fixtures
-//!   abbreviate them as `@hooks/scripts/<file>`), as Metacontroller would send it;
 //! - `replicas` server pods, copied from a Ready replica of the 3-replica
 //!   `test-fixtures/sync/running` scenario with names, ordinals and IPs changed;
 //! - `job_pods` finished Job pods (three attempts per Job, each with a termination
@@ -11,6 +9,11 @@
 #![allow(dead_code)]
 
 pub mod cpu;
+
+/// The allocator the server ships with (`src/main.rs`), so path, floor and core
+/// are measured as they run in production.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use std::path::PathBuf;
 
