@@ -18,7 +18,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use hooks::metacontroller::{CustomizeRequest, SyncRequest};
-use serde::{Serialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use support::cpu::OnCpu;
 
 /// `(label, replicas, job pods)`.
@@ -26,13 +26,6 @@ const SIZES: [(&str, usize, usize); 4] = [("1", 1, 0), ("3", 3, 0), ("9", 9, 0),
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> T {
     serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// The floor: decode the request, encode the response, nothing else.
-fn floor<Req: DeserializeOwned, Resp: Serialize>(body: &[u8], response: &Resp) -> Vec<u8> {
-    let request: Req = decode(body);
-    black_box(&request);
-    serde_json::to_vec(response).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn sync(c: &mut Criterion<OnCpu>) {
@@ -45,7 +38,7 @@ fn sync(c: &mut Criterion<OnCpu>) {
         group
             .bench_function(BenchmarkId::new("path", label), |b| b.iter(|| support::sync_path(black_box(&body), &ctx)));
         group.bench_function(BenchmarkId::new("floor", label), |b| {
-            b.iter(|| floor::<SyncRequest, _>(black_box(&body), &response));
+            b.iter(|| support::floor::<SyncRequest, _>(black_box(&body), &response));
         });
         group.bench_function(BenchmarkId::new("core", label), |b| b.iter(|| hooks::sync(black_box(&request), &ctx)));
     }
@@ -63,7 +56,7 @@ fn finalize(c: &mut Criterion<OnCpu>) {
             b.iter(|| support::finalize_path(black_box(&body), &ctx));
         });
         group.bench_function(BenchmarkId::new("floor", label), |b| {
-            b.iter(|| floor::<SyncRequest, _>(black_box(&body), &response));
+            b.iter(|| support::floor::<SyncRequest, _>(black_box(&body), &response));
         });
         group.bench_function(BenchmarkId::new("core", label), |b| {
             b.iter(|| hooks::finalize(black_box(&request), &ctx));
@@ -80,7 +73,7 @@ fn customize(c: &mut Criterion<OnCpu>) {
         let response = hooks::customize(&request).unwrap_or_else(|e| panic!("{e}"));
         group.bench_function(BenchmarkId::new("path", label), |b| b.iter(|| support::customize_path(black_box(&body))));
         group.bench_function(BenchmarkId::new("floor", label), |b| {
-            b.iter(|| floor::<CustomizeRequest, _>(black_box(&body), &response));
+            b.iter(|| support::floor::<CustomizeRequest, _>(black_box(&body), &response));
         });
         group.bench_function(BenchmarkId::new("core", label), |b| b.iter(|| hooks::customize(black_box(&request))));
     }
