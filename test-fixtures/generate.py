@@ -250,6 +250,16 @@ def failover_scenarios(running, st, live):
     s1 = started["status"]
     write("sync", "failover-running", request(parent(status=s1), observed(started["children"]),
                                               related(*with_primary_down(), job_pod(job, "failover"))))
+    # A parent from before the status write that recorded this attempt (Metacontroller
+    # can send one) while the attempt has already finished: its Job, or only the Job's
+    # pod, exists. No second attempt may start, and the Job must not be deleted.
+    done = '{"result":"promoted","from":"db-0","fenced":false,"unreachable":["db-0"],"primary":"db-1","semiSync":true,"replicas":["db-2"],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042"}'
+    write("sync", "failover-stale-status", request(
+        parent(status=st), observed(started["children"], {job: "succeeded"}),
+        related(*with_primary_down(), job_pod(job, "failover", done))))
+    write("sync", "failover-stale-status-pod-only", request(
+        parent(status=st), observed([c for c in started["children"] if c["kind"] != "Job"]),
+        related(*with_primary_down(), job_pod(job, "failover", done))))
     lost = copy.deepcopy(s1)
     lost["operation"]["startedAt"] = "2026-11-29T11:54:00Z"
     write("sync", "failover-job-never-appeared", request(

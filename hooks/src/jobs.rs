@@ -216,6 +216,27 @@ pub fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
     pod.metadata.labels.as_ref().and_then(|l| l.get(key)).is_some_and(|v| v == value)
 }
 
+/// An observed Job, emitted again as it is (name, labels, spec) so that it is
+/// not deleted with its logs: Jobs are never updated (`OnDelete`), so only its
+/// identity matters, and the cluster it was built from may be gone.
+#[must_use]
+pub fn keep(job: &Job) -> Job {
+    Job {
+        metadata: crate::build::meta(
+            job.metadata.name.as_deref().unwrap_or_default(),
+            job.metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| k != "controller-uid")
+                .collect(),
+        ),
+        spec: job.spec.clone(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{

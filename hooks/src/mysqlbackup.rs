@@ -61,7 +61,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     });
     let terminal = matches!(previous.phase, Some(BackupPhase::Succeeded | BackupPhase::Failed));
 
-    let kept = observed_job.map(keep);
+    let kept = observed_job.map(jobs::keep);
     let Some(mysql) = mysql else {
         let status = if terminal {
             previous
@@ -182,26 +182,6 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         }
     }
     Ok(answer(status, Some(job)))
-}
-
-/// An observed Job, emitted again as it is (name, labels, spec) so that it is
-/// not deleted with its logs: Jobs are never updated (`OnDelete`), so only its
-/// identity matters, and the cluster it was built from may be gone.
-fn keep(job: &Job) -> Job {
-    Job {
-        metadata: meta(
-            job.metadata.name.as_deref().unwrap_or_default(),
-            job.metadata
-                .labels
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k != "controller-uid")
-                .collect(),
-        ),
-        spec: job.spec.clone(),
-        ..Default::default()
-    }
 }
 
 fn identity(parent: &MySQLBackup) -> Result<(&str, &str, &str)> {

@@ -106,6 +106,14 @@ impl<'a> Observed<'a> {
         self.request.children.jobs.values()
     }
 
+    /// The name of every observed Job, and of every Job seen only through its pods
+    /// (Metacontroller's view of its children can lag behind the related pods).
+    pub fn job_names(&self) -> impl Iterator<Item = &'a str> + use<'a, '_> {
+        self.jobs()
+            .filter_map(|j| j.metadata.name.as_deref())
+            .chain(self.job_pods.iter().filter(|(_, pods)| !pods.is_empty()).map(|(job, _)| *job))
+    }
+
     /// An observed Job child by name.
     #[must_use]
     pub fn job(&self, name: &str) -> Option<&'a Job> {

@@ -78,7 +78,14 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     cluster.primary.clone_from(&roles.primary);
 
     let mut children = desired_children(&cluster, &observed, rollout.partition, ctx);
-    children.extend(bootstrap.job().into_iter().chain(roles.job.as_ref()).map(|j| Child::Job(Box::new(j.clone()))));
+    children.extend(
+        bootstrap
+            .job()
+            .into_iter()
+            .chain(roles.job.as_ref())
+            .chain(&roles.kept)
+            .map(|j| Child::Job(Box::new(j.clone()))),
+    );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
         children.push(Child::CronJob(Box::new(cron_job)));

@@ -285,7 +285,11 @@ fn run(body: &Value) -> Value {
     serde_json::to_value(out).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn role_jobs(out: &Value) -> Vec<&Value> {
+/// The role-change Jobs this answer owns: every one but the observed Jobs it only
+/// keeps as they are, so that they are not deleted (`Roles::kept`).
+fn role_jobs<'a>(out: &'a Value, body: &Value) -> Vec<&'a Value> {
+    let observed = observed_job_names(body);
+    let current = out["status"]["operation"]["job"].as_str();
     out["children"]
         .as_array()
         .into_iter()
@@ -294,6 +298,19 @@ fn role_jobs(out: &Value) -> Vec<&Value> {
         .filter(|c| {
             matches!(c["metadata"]["labels"]["mysqlhook.dev/purpose"].as_str(), Some("failover" | "switchover"))
         })
+        .filter(|c| {
+            let name = c["metadata"]["name"].as_str();
+            name == current || !name.is_some_and(|n| observed.contains(&n))
+        })
+        .collect()
+}
+
+fn observed_job_names(body: &Value) -> Vec<&str> {
+    body["children"]["Job.batch/v1"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, j)| j["metadata"]["name"].as_str())
         .collect()
 }
 
@@ -333,7 +350,23 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
     }
 
     // One role-change Job at most; a running one is kept, not replaced.
-    let jobs = role_jobs(&out);
+    // An observed role-change Job that still runs is never dropped (which would
+    // delete it in the middle of a promotion).
+    for (_, job) in body["children"]["Job.batch/v1"].as_object().into_iter().flatten() {
+        if job["status"]["active"] == 1 {
+            let name = &job["metadata"]["name"];
+            prop_assert!(
+                out["children"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["kind"] == "Job" && &c["metadata"]["name"] == name),
+                "the running Job {} was dropped",
+                name
+            );
+        }
+    }
+    let jobs = role_jobs(&out, &body);
     prop_assert!(jobs.len() <= 1, "{} role-change Jobs", jobs.len());
     let previous_op = &body["parent"]["status"]["operation"];
     if previous_op.is_object() && matches!(s.job, JobSeen::Absent | JobSeen::Running) {
@@ -397,7 +430,7 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
     for _ in 0..5 {
         body["parent"]["status"] = last["status"].clone();
         let next = run(&body);
-        prop_assert!(role_jobs(&next).len() <= 1);
+        prop_assert!(role_jobs(&next, &body).len() <= 1);
         if next["status"] == last["status"] {
             settled = true;
             break;

@@ -38,7 +38,7 @@ use crate::{
         job::{self, JobRequest},
         pod::env,
     },
-    jobs::ScriptResult,
+    jobs::{self, ScriptResult},
     labels,
     model::Cluster,
     observed::{JobState, Observed},
@@ -94,7 +94,9 @@ impl Blocker {
         match self {
             Self::Running(op) => format!("{} Job {} is running", purpose(op.kind), op.job),
             Self::JustFinished => "the previous role change is being recorded".to_owned(),
-            Self::Stray => "a role-change Job not recorded in status is still active".to_owned(),
+            Self::Stray => {
+                "a role-change Job the status does not record is running or newer than the status".to_owned()
+            }
             Self::Finalizing => "the cluster is being deleted".to_owned(),
         }
     }
@@ -124,6 +126,11 @@ pub struct Roles {
     pub primary: String,
     /// The one role-change Job to emit, if any.
     pub job: Option<Job>,
+    /// Observed role-change Jobs that are not this sync's but must not be deleted
+    /// (which leaving them out would do): running ones the status does not record,
+    /// and any numbered past the status, which is then older than they are. Emitted
+    /// as they are ([`jobs::keep`]).
+    pub kept: Vec<Job>,
     pub operation: Option<Operation>,
     pub operations_started: i32,
     pub failover: Option<FailoverStatus>,
@@ -149,6 +156,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
     let mut r = Roles {
         primary: c.primary.clone(),
         job: None,
+        kept: Vec::new(),
         operation: None,
         operations_started: prev.operations_started,
         failover: prev.failover.clone(),
@@ -180,14 +188,21 @@ pub fn plan(input: &Input<'_>) -> Roles {
         });
     }
     let current = r.operation.as_ref().map(|o| o.job.as_str());
-    let stray = input.observed.jobs().any(|j| {
-        let name = j.metadata.name.as_deref();
+    let ahead = ahead_of_status(input, r.operations_started);
+    let running_stray = |j: &Job| {
         let purpose = j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE));
-        name != current
-            && purpose.is_some_and(|p| PURPOSES.contains(&p.as_str()))
-            && Observed::job_state(j) == JobState::Running
-    }) || input.observed.job_pods_active(&PURPOSES, current)
-        || ahead_of_status(input, r.operations_started);
+        purpose.is_some_and(|p| PURPOSES.contains(&p.as_str())) && Observed::job_state(j) == JobState::Running
+    };
+    r.kept = input
+        .observed
+        .jobs()
+        .filter(|j| {
+            let name = j.metadata.name.as_deref();
+            name != current && (running_stray(j) || name.is_some_and(|n| ahead.contains(&n)))
+        })
+        .map(jobs::keep)
+        .collect();
+    let stray = !r.kept.is_empty() || !ahead.is_empty() || input.observed.job_pods_active(&PURPOSES, current);
     if blocker.is_none() && stray {
         blocker = Some(Blocker::Stray);
         r.resync(BUSY_SECONDS);
@@ -394,22 +409,28 @@ pub fn backoff_seconds(n: i32) -> i64 {
     (10_i64 << doublings).min(300)
 }
 
-/// Whether a role-change Job numbered past `operations_started` exists, in any
-/// state: then the observed status is older than the Job (Metacontroller can send
-/// a parent from before its last status write while the Job it created has already
-/// finished). Starting another attempt then would run two role changes for one
+/// The role-change Jobs (or Jobs seen only through their pods) numbered past
+/// `operations_started`, in any state. If there is one, the observed status is
+/// older than the Job (Metacontroller can send a parent from before its last
+/// status write while the Job it created has already finished). Starting another attempt then would run two role changes for one
 /// outage; the full loop saw one failover create and delete Jobs five times that
 /// way. Waiting for a sync with the newer status is always safe.
-fn ahead_of_status(input: &Input<'_>, operations_started: i32) -> bool {
-    (1..=16).any(|k| {
-        let n = operations_started.saturating_add(k).to_string();
-        PURPOSES.iter().any(|p| {
-            // The Job, or only its pod: Metacontroller's view of its children can lag
-            // behind the related pods.
-            let name = input.cluster.names.job(p, &n);
-            input.observed.job(&name).is_some() || input.observed.job_has_pods(&name)
+fn ahead_of_status<'a>(input: &Input<'a>, operations_started: i32) -> Vec<&'a str> {
+    // A role-change Job is named `names.job(purpose, n)`, which always ends in `-<n>`:
+    // only an observed name with such a suffix in range is worth building names
+    // for (usually none is, and this runs on every sync).
+    let range = operations_started.saturating_add(1)..=operations_started.saturating_add(16);
+    input
+        .observed
+        .job_names()
+        .filter(|name| {
+            let Some(n) = name.rsplit_once('-').and_then(|(_, n)| n.parse::<i32>().ok()).filter(|n| range.contains(n))
+            else {
+                return false;
+            };
+            PURPOSES.iter().any(|p| input.cluster.names.job(p, &n.to_string()) == *name)
         })
-    })
+        .collect()
 }
 
 /// Records a new operation and emits its Job.
