@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the hook against its floor and prints one Markdown report:
 #   1. criterion benches of hooks::sync / finalize / customize against the floor
-#      (serde_json decode of the request + encode of the response, nothing else);
+#      (serde_json decode of the request + encode of the response, nothing else),
+#      and the same ratio measured interleaved (hooks/benches/ratio.rs);
 #   2. how the cost grows with replicas and related pods (a fitted line and R²);
 #   3. an HTTP load run with wrk against the release binary on loopback: req/s,
 #      p50/p99 latency per concurrency, RSS after >=100k and >=1M requests, peak RSS.
@@ -41,6 +42,9 @@ cargo bench --locked -p hooks --no-run >&2 2>&1
 log "criterion: hooks vs floor"
 rm -rf "$root/target/criterion"
 cargo bench --locked -p hooks --bench core -- "${crit_args[@]}" >"$out/criterion.txt" 2>&1
+
+log "path / floor, interleaved"
+RATIO_BUDGET_MS=$((growth_ms * 5)) cargo bench --locked -p hooks --bench ratio >"$out/ratio.md" 2>"$out/ratio.err"
 
 log "growth sweep"
 GROWTH_BUDGET_MS=$growth_ms cargo bench --locked -p hooks --bench growth >"$out/growth.md" 2>"$out/growth.err"
@@ -119,6 +123,10 @@ for group in ("sync", "finalize", "customize"):
         print(f"| {group} | {size} | {p:.1f} | {f:.1f} | {c:.1f} | {p / f:.2f} |")
 print("\nSizes: 1, 3, 9 Ready replicas; `large` = 9 replicas + 48 Job pods of 16 Jobs "
       "(built from test-fixtures/sync/running).\n")
+
+print("### path / floor, interleaved (benches/ratio.rs: median of 41 rounds, each a batch of path calls and a batch of floor calls back to back)\n")
+with open(os.path.join(out, "ratio.md")) as f:
+    print(f.read().strip() + "\n")
 
 print("### Growth (decode + sync + encode)\n")
 with open(os.path.join(out, "growth.md")) as f:
