@@ -252,7 +252,8 @@ def failover_scenarios(running, st, live):
                                               related(*with_primary_down(), job_pod(job, "failover"))))
     # A parent from before the status write that recorded this attempt (Metacontroller
     # can send one) while the attempt has already finished: its Job, or only the Job's
-    # pod, exists. No second attempt may start, and the Job must not be deleted.
+    # pod, exists. No second attempt may start; the finished Job is dropped (a running
+    # one is kept: hooks/tests/roles_properties.rs checks that).
     done = '{"result":"promoted","from":"db-0","fenced":false,"unreachable":["db-0"],"primary":"db-1","semiSync":true,"replicas":["db-2"],"rebuildNeeded":[],"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042"}'
     write("sync", "failover-stale-status", request(
         parent(status=st), observed(started["children"], {job: "succeeded"}),

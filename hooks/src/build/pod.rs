@@ -129,14 +129,7 @@ pub fn install_scripts(c: &Cluster) -> Container {
         command: Some(scripts::INSTALL_COMMAND.iter().map(|s| (*s).to_owned()).collect()),
         volume_mounts: Some(vec![mount(SCRIPTS_VOLUME, scripts::DIR, false)]),
         // It writes about 70 KB and exits.
-        resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_owned(), Quantity("10m".to_owned())),
-                ("memory".to_owned(), Quantity("16Mi".to_owned())),
-            ])),
-            limits: Some(BTreeMap::from([("memory".to_owned(), Quantity("64Mi".to_owned()))])),
-            ..Default::default()
-        }),
+        resources: Some(small_resources("10m", "16Mi", "64Mi")),
         security_context: Some(container_security()),
         ..Default::default()
     }
@@ -164,6 +157,21 @@ pub fn container_security() -> SecurityContext {
         capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), ..Default::default() }),
         read_only_root_filesystem: Some(true),
         run_as_non_root: Some(true),
+        ..Default::default()
+    }
+}
+
+/// Requests `cpu` and `memory` and limits memory to `memory_limit`: for the small
+/// containers beside the server (no CPU limit: throttling a probe or the agent
+/// would only delay it).
+#[must_use]
+pub fn small_resources(cpu: &str, memory: &str, memory_limit: &str) -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity(cpu.to_owned())),
+            ("memory".to_owned(), Quantity(memory.to_owned())),
+        ])),
+        limits: Some(BTreeMap::from([("memory".to_owned(), Quantity(memory_limit.to_owned()))])),
         ..Default::default()
     }
 }

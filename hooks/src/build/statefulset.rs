@@ -17,14 +17,10 @@ use k8s_openapi::{
         },
         core::v1::{
             Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimStatus,
-            PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
-            WeightedPodAffinityTerm,
+            PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, WeightedPodAffinityTerm,
         },
     },
-    apimachinery::pkg::{
-        api::resource::Quantity,
-        apis::meta::v1::{LabelSelector, ObjectMeta},
-    },
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
 };
 
 use super::{meta, pod};
@@ -146,14 +142,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 ..container(MYSQLD, vec![server_binary(c.flavor).to_owned()])
             },
             Container {
-                resources: Some(ResourceRequirements {
-                    requests: Some(BTreeMap::from([
-                        ("cpu".to_owned(), Quantity("10m".to_owned())),
-                        ("memory".to_owned(), Quantity("32Mi".to_owned())),
-                    ])),
-                    limits: Some(BTreeMap::from([("memory".to_owned(), Quantity("128Mi".to_owned()))])),
-                    ..Default::default()
-                }),
+                resources: Some(pod::small_resources("10m", "32Mi", "128Mi")),
                 ..container("agent", pod::run_script("agent.sh"))
             },
         ],

@@ -126,10 +126,12 @@ pub struct Roles {
     pub primary: String,
     /// The one role-change Job to emit, if any.
     pub job: Option<Job>,
-    /// Observed role-change Jobs that are not this sync's but must not be deleted
-    /// (which leaving them out would do): running ones the status does not record,
-    /// and any numbered past the status, which is then older than they are. Emitted
-    /// as they are ([`jobs::keep`]).
+    /// Running role-change Jobs the status does not record: leaving them out would
+    /// delete them in the middle of a promotion, so they are emitted as they are
+    /// ([`jobs::keep`]). A finished one is not kept: if it is newer than the status,
+    /// keeping it would block every new attempt for good, since this stale sync's
+    /// status loses its record; deleted, the next attempt (the scripts are
+    /// idempotent) redoes what it did.
     pub kept: Vec<Job>,
     pub operation: Option<Operation>,
     pub operations_started: i32,
@@ -196,10 +198,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
     r.kept = input
         .observed
         .jobs()
-        .filter(|j| {
-            let name = j.metadata.name.as_deref();
-            name != current && (running_stray(j) || name.is_some_and(|n| ahead.contains(&n)))
-        })
+        .filter(|j| j.metadata.name.as_deref() != current && running_stray(j))
         .map(jobs::keep)
         .collect();
     let stray = !r.kept.is_empty() || !ahead.is_empty() || input.observed.job_pods_active(&PURPOSES, current);
