@@ -9,6 +9,9 @@
 #   - it is not already replicating from it,
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
 #     it reports rebuild-needed and does nothing.
+# With REBUILD_MARKER set, rebuild-needed also writes that file (why, one line),
+# which probe.sh readiness then fails on, so a diverged server serves no reads;
+# joined, already-replica and is-primary remove it.
 # Never makes a server writable.  Exit: 0 joined/already-replica/is-primary,
 # 2 rebuild-needed, 75 waiting/no-primary (try again later), 1 error.
 SCRIPT_NAME=join
@@ -24,8 +27,10 @@ fi
 [ -n "$primary" ] || primary=${PRIMARY:-}
 r_str pod "$self"
 r_str primary "$primary"
+# consistent() clears the rebuild marker: this server is fine where it stands.
+consistent() { [ -z "${REBUILD_MARKER:-}" ] || rm -f "$REBUILD_MARKER"; finish "$1" 0; }
 [ -n "$primary" ] || finish no-primary 75
-[ "$primary" != "$self" ] || finish is-primary 0
+[ "$primary" != "$self" ] || consistent is-primary
 is_member "$primary" || fail bad-primary "primary '$primary' is not in PODS"
 
 waiting() { r_str reason "$1"; r_str message "$2"; finish waiting 75; }
@@ -38,13 +43,18 @@ sql_replica_status "$primary"
 
 if replicating_from "$self" "$primary"; then
   r_str gtid "$(sql_gtid_position "$self")"
-  finish already-replica 0
+  consistent already-replica
 fi
 
 sexec=$(sql_gtid_executed "$self"); pexec=$(sql_gtid_executed "$primary")
 if ! gtid_subset "$sexec" "$pexec" "$primary"; then
-  r_str errant "$(gtid_subtract "$sexec" "$pexec" "$primary")"
+  errant=$(gtid_subtract "$sexec" "$pexec" "$primary")
+  r_str errant "$errant"
   r_str message "$self has transactions $primary lacks; it must be rebuilt (restored from a backup)"
+  if [ -n "${REBUILD_MARKER:-}" ]; then
+    printf 'transactions %s lacks: %s\n' "$primary" "$errant" > "$REBUILD_MARKER.partial" &&
+      mv -f "$REBUILD_MARKER.partial" "$REBUILD_MARKER"
+  fi
   finish rebuild-needed 2
 fi
 
@@ -57,4 +67,4 @@ until replicating_from "$self" "$primary"; do
   sleep 0.5
 done
 r_str gtid "$(sql_gtid_position "$self")"
-finish joined 0
+consistent joined

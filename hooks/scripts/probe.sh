@@ -5,7 +5,9 @@
 #              login: a wrong password is no reason to restart the server).
 #   readiness  root logs in over TCP AND, when $PRIMARY_FILE names this pod
 #              (POD_NAME) and the cluster has been bootstrapped, the server is
-#              writable (read_only OFF).
+#              writable (read_only OFF); and, for any other pod, no
+#              $REBUILD_MARKER file (join.sh writes it when this server has
+#              transactions the primary lacks: it must not serve reads).
 #
 # Why the second readiness rule: every server starts read-only, so a recorded
 # primary that restarts comes back read-only.  Merely "up" it would look Ready,
@@ -77,6 +79,11 @@ if [ -n "$primary" ] && [ "$primary" = "${POD_NAME:-}" ] && [ "${repl:-0}" != 0 
     0|OFF) ;;
     *) echo "not ready: $POD_NAME is the recorded primary but read-only (read_only=$ro)"; exit 1 ;;
   esac
+fi
+# join.sh found transactions the primary lacks: this server must not serve reads.
+if [ "$primary" != "${POD_NAME:-}" ] && [ -n "${REBUILD_MARKER:-}" ] && [ -r "$REBUILD_MARKER" ]; then
+  IFS= read -r why < "$REBUILD_MARKER" || true
+  echo "not ready: ${POD_NAME:-this server} must be rebuilt (restored from a backup): ${why:0:300}"; exit 1
 fi
 echo "ready: read_only=$ro primary=${primary:-none}"
 exit 0

@@ -221,10 +221,12 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         s.kill()
 
 
-def probe(c: "Cluster", mode: str, pod: str, primary_file) -> tuple[int, str]:
+def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
            "MYSQL_ROOT_PASSWORD": c.world_root_password}
+    if rebuild_marker is not None:
+        env["REBUILD_MARKER"] = str(rebuild_marker)
     t0 = time.time()
     r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
                        timeout=30)
@@ -417,8 +419,11 @@ def test_old_primary_rejoins_read_only(cluster):
     assert r0.rc == 75 and r0.json["result"] == "waiting" and r0.json["reason"] == "primary-not-writable", r0
 
     pf.write_text(new + "\n")
-    r1 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf)
+    marker = cluster.world.root / cluster.tag / "db-0-rebuild-needed"
+    marker.write_text("left from an earlier diverged state\n")
+    r1 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf, REBUILD_MARKER=marker)
     assert r1.rc == 0 and r1.json["result"] == "joined" and r1.json["primary"] == new, r1
+    assert not marker.exists(), "a server that joins is consistent: the marker goes"
     assert old.replicating_from(np) and old.read_only()
     cluster.wait_synced(np)
     assert rows(old) == rows(np)
@@ -453,15 +458,25 @@ def test_errant_old_primary_is_rebuild_needed(cluster):
     p.query("INSERT INTO hook.t VALUES (424242, 'errant', @@server_id, NOW(6))")
     pf = cluster.world.root / cluster.tag / "primary"
     pf.write_text(new + "\n")
-    r1 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf)
+    marker = cluster.world.root / cluster.tag / "db-0-rebuild-needed"
+    # Ready as a replica before join.sh has looked at it ...
+    assert probe(cluster, "readiness", "db-0", pf, marker)[0] == 0
+    r1 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf, REBUILD_MARKER=marker)
     assert r1.rc == 2 and r1.json["result"] == "rebuild-needed", r1
     assert r1.json["errant"].startswith("0-1-"), r1
+    # ... and not once it knows the server diverged: it must serve no reads.
+    assert r1.json["errant"] in marker.read_text(), marker.read_text()
+    rc, out = probe(cluster, "readiness", "db-0", pf, marker)
+    assert rc == 1 and "must be rebuilt" in out and r1.json["errant"] in out, out
+    assert probe(cluster, "liveness", "db-0", pf, marker)[0] == 0
+    assert probe(cluster, "readiness", new, pf, marker)[0] == 0, "the primary's probe ignores another pod's marker"
     st = p.replica_status()
     assert not st.get("Master_Host"), "an errant server must not be joined"
     assert p.read_only()
-    r2 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf)
+    r2 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf, REBUILD_MARKER=marker)
     assert r2.rc == 2 and r2.json == r1.json
     assert 424242 not in rows(cluster[new])
+    assert probe(cluster, "readiness", "db-0", pf, marker)[0] == 1
     REPORT.append(f"errant: db-0 reported rebuild-needed (errant {r1.json['errant']}), not joined")
 
 

@@ -95,6 +95,9 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::env("DATA_DIR", DATA_DIR),
         pod::env("PRIMARY_FILE", scripts::config_path("primary")),
         pod::env("MY_CNF", scripts::config_path(MY_CNF)),
+        // Written by join.sh (agent) when this server has diverged, read by probe.sh
+        // (mysqld): /tmp is the emptyDir both containers mount.
+        pod::env("REBUILD_MARKER", "/tmp/mysql-hook-rebuild-needed"),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
     ]);
     let mounts = vec![
