@@ -137,8 +137,8 @@ async fn shutdown_on_signal(server: ServerHandle, state: web::Data<State>, delay
     actix_web::rt::time::sleep(delay).await;
     tracing::info!(in_flight = state.admission.in_use(), "no longer accepting; finishing the requests in flight");
     // actix force-drops the workers at the shutdown timeout, and the process then
-    // ends. Once (1 run in ~7, in CI) it was still alive 10 s past that, with one
-    // connection left "finishing"; the cause is not found. A plain thread makes the
+    // ends. Once (one CI run; not in eleven others) it was still alive 5 s past that,
+    // with one connection left "finishing"; the cause is not found. A plain thread makes the
     // promise hold anyway: exit 2 s after the timeout, within the pod's grace
     // period, rather than wait for the kubelet's SIGKILL.
     let watchdog = Duration::from_secs(timeout_seconds + 2);
