@@ -190,7 +190,6 @@ pub fn plan(input: &Input<'_>) -> Roles {
         });
     }
     let current = r.operation.as_ref().map(|o| o.job.as_str());
-    let ahead = ahead_of_status(input, r.operations_started);
     let running_stray = |j: &Job| {
         let purpose = j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE));
         purpose.is_some_and(|p| PURPOSES.contains(&p.as_str())) && Observed::job_state(j) == JobState::Running
@@ -201,7 +200,9 @@ pub fn plan(input: &Input<'_>) -> Roles {
         .filter(|j| j.metadata.name.as_deref() != current && running_stray(j))
         .map(jobs::keep)
         .collect();
-    let stray = !r.kept.is_empty() || !ahead.is_empty() || input.observed.job_pods_active(&PURPOSES, current);
+    let stray = !r.kept.is_empty()
+        || input.observed.job_pods_active(&PURPOSES, current)
+        || ahead_of_status(input, r.operations_started);
     if blocker.is_none() && stray {
         blocker = Some(Blocker::Stray);
         r.resync(BUSY_SECONDS);
@@ -408,28 +409,25 @@ pub fn backoff_seconds(n: i32) -> i64 {
     (10_i64 << doublings).min(300)
 }
 
-/// The role-change Jobs (or Jobs seen only through their pods) numbered past
-/// `operations_started`, in any state. If there is one, the observed status is
+/// Whether a role-change Job (or a Job seen only through its pods) numbered past
+/// `operations_started` exists, in any state. If so, the observed status is
 /// older than the Job (Metacontroller can send a parent from before its last
-/// status write while the Job it created has already finished). Starting another attempt then would run two role changes for one
-/// outage; the full loop saw one failover create and delete Jobs five times that
-/// way. Waiting for a sync with the newer status is always safe.
-fn ahead_of_status<'a>(input: &Input<'a>, operations_started: i32) -> Vec<&'a str> {
+/// status write while the Job it created has already finished). Starting another
+/// attempt then would run two role changes for one outage; the full loop saw one
+/// failover create and delete Jobs five times that way. Waiting for a sync with
+/// the newer status is always safe.
+fn ahead_of_status(input: &Input<'_>, operations_started: i32) -> bool {
     // A role-change Job is named `names.job(purpose, n)`, which always ends in `-<n>`:
     // only an observed name with such a suffix in range is worth building names
     // for (usually none is, and this runs on every sync).
     let range = operations_started.saturating_add(1)..=operations_started.saturating_add(16);
-    input
-        .observed
-        .job_names()
-        .filter(|name| {
-            let Some(n) = name.rsplit_once('-').and_then(|(_, n)| n.parse::<i32>().ok()).filter(|n| range.contains(n))
-            else {
-                return false;
-            };
-            PURPOSES.iter().any(|p| input.cluster.names.job(p, &n.to_string()) == *name)
-        })
-        .collect()
+    input.observed.job_names().any(|name| {
+        let Some(n) = name.rsplit_once('-').and_then(|(_, n)| n.parse::<i32>().ok()).filter(|n| range.contains(n))
+        else {
+            return false;
+        };
+        PURPOSES.iter().any(|p| input.cluster.names.job(p, &n.to_string()) == name)
+    })
 }
 
 /// Records a new operation and emits its Job.
