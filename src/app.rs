@@ -41,6 +41,18 @@ use crate::{
 /// Where "now" comes from: the system clock when serving, a fixed instant in tests.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
+/// Where each request's randomness ([`Context::entropy`]) comes from: the operating
+/// system when serving, fixed bytes in tests. `None` when none could be drawn; the
+/// request is then refused (503), never answered with guessable passwords.
+pub type Entropy = Arc<dyn Fn() -> Option<[u8; 32]> + Send + Sync>;
+
+/// Fresh randomness from the operating system.
+#[must_use]
+pub fn system_entropy() -> Option<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok().map(|()| bytes)
+}
+
 /// Overload and timeout settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -61,7 +73,7 @@ impl Default for Limits {
 /// Shared state of every worker.
 pub struct State {
     pub metrics: Metrics,
-    pub secret_seed: [u8; 32],
+    pub entropy: Entropy,
     /// [`Context::scripts_image`].
     pub scripts_image: String,
     pub clock: Clock,
@@ -76,15 +88,15 @@ pub struct State {
 
 impl State {
     #[must_use]
-    pub fn new(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize) -> Self {
-        Self::with_limits(secret_seed, clock, max_body_bytes, Limits::default())
+    pub fn new(entropy: Entropy, clock: Clock, max_body_bytes: usize) -> Self {
+        Self::with_limits(entropy, clock, max_body_bytes, Limits::default())
     }
 
     #[must_use]
-    pub fn with_limits(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
+    pub fn with_limits(entropy: Entropy, clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
         Self {
             metrics: Metrics::default(),
-            secret_seed,
+            entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
             clock,
             max_body_bytes,
@@ -272,15 +284,18 @@ impl Answer {
 async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, hook: &'static str) -> HttpResponse {
     let started = Instant::now();
     state.metrics.in_flight.inc();
-    let answer = if is_json(req) {
+    let entropy = (state.entropy)();
+    let answer = if !is_json(req) {
+        Answer::refusal(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON (Content-Type: application/json)",
+            "unsupported_media_type",
+        )
+    } else if let Some(entropy) = entropy {
         // The blocking thread keeps the permit until it is really done, even if
         // the answer has gone out as a timeout by then.
         let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
-        let ctx = Context {
-            now: (state.clock)(),
-            secret_seed: state.secret_seed,
-            scripts_image: state.scripts_image.clone(),
-        };
+        let ctx = Context { now: (state.clock)(), entropy, scripts_image: state.scripts_image.clone() };
         let work = web::block(move || {
             let _permit = permit;
             answer_hook(hook, &body, &ctx)
@@ -301,9 +316,9 @@ async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, ho
         }
     } else {
         Answer::refusal(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "the body must be JSON (Content-Type: application/json)",
-            "unsupported_media_type",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no randomness could be drawn for generated passwords; nothing was changed",
+            "no_entropy",
         )
     };
     state.metrics.in_flight.dec();

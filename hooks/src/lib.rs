@@ -57,8 +57,12 @@ pub use sync::sync;
 pub struct Context {
     /// The current time: grace periods and condition transition times.
     pub now: Timestamp,
-    /// Key for deriving generated passwords (see [`credentials`]).
-    pub secret_seed: [u8; 32],
+    /// Fresh randomness for this request, drawn by the caller: the key any password
+    /// the hook must generate is derived from (see [`credentials`]). Passwords
+    /// therefore cannot be reproduced from anything public (the parent's uid is in
+    /// every child's owner reference); the credentials Secret is created once and
+    /// read back from then on, so later draws never change a password.
+    pub entropy: [u8; 32],
     /// The hook's own image, which every server and Job pod installs the scripts
     /// from (see [`scripts`]). The scripts thus always match the hook that reads
     /// their results, and do not travel through every sync in a ConfigMap.

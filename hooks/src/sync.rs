@@ -189,7 +189,7 @@ fn desired_children(c: &Cluster, observed: &Observed<'_>, partition: i32, ctx: &
     ];
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
-        let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.secret_seed);
+        let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children

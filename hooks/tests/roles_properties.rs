@@ -274,7 +274,7 @@ fn request(s: &Scenario) -> Value {
 fn ctx() -> Context {
     Context {
         now: Timestamp::from_second(NOW).unwrap_or_else(|e| panic!("{e}")),
-        secret_seed: hooks::credentials::fold_seed(b"properties"),
+        entropy: hooks::credentials::fold_seed(b"properties"),
         scripts_image: "mysql-hook:test".to_owned(),
     }
 }

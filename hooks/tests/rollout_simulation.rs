@@ -104,7 +104,7 @@ impl Sim {
         let req: SyncRequest = serde_json::from_value(self.request()).unwrap_or_else(|e| panic!("{e}"));
         let ctx = Context {
             now: Timestamp::from_second(1_795_953_600 + self.clock).unwrap_or_else(|e| panic!("{e}")),
-            secret_seed: [7; 32],
+            entropy: [7; 32],
             scripts_image: "mysql-hook:test".to_owned(),
         };
         self.clock += 5;

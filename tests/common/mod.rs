@@ -1,4 +1,4 @@
-//! Shared by the integration tests: the fixture clock and seed, the fixture list,
+//! Shared by the integration tests: the fixture clock and entropy, the fixture list,
 //! and the safety invariants every answer must satisfy.
 
 #![allow(dead_code)]
@@ -16,12 +16,13 @@ pub fn now() -> Timestamp {
     FIXTURE_NOW.parse().unwrap_or_else(|e| panic!("{e}"))
 }
 
-pub fn seed() -> [u8; 32] {
+/// The randomness every fixture is answered with (the passwords it generates).
+pub fn entropy() -> [u8; 32] {
     hooks::credentials::fold_seed(b"mysql-hook test fixtures")
 }
 
 pub fn fixture_state() -> State {
-    State::new(seed(), Arc::new(now), 16 * 1024 * 1024)
+    State::new(Arc::new(|| Some(entropy())), Arc::new(now), 16 * 1024 * 1024)
 }
 
 /// The path a fixture folder's hook is served at: `backup-sync` is `/backup/sync`.
@@ -47,7 +48,7 @@ pub fn fixture_dirs() -> Vec<(String, PathBuf)> {
 
 /// Runs the core directly, as the HTTP shell does, and encodes the answer.
 pub fn call_core(hook: &str, body: &[u8]) -> Vec<u8> {
-    let ctx = Context { now: now(), secret_seed: seed(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned() };
+    let ctx = Context { now: now(), entropy: entropy(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned() };
     let encoded = match hook {
         "backup-sync" => {
             let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));

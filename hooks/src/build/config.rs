@@ -30,11 +30,11 @@ pub fn config_map(c: &Cluster) -> ConfigMap {
 
 /// The credentials Secret, when the hook owns it. Observed values are kept.
 #[must_use]
-pub fn secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteString>>, seed: &[u8; 32]) -> Secret {
+pub fn secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteString>>, entropy: &[u8; 32]) -> Secret {
     Secret {
         metadata: meta(&c.names.credentials, labels::common(&c.names, labels::DATABASE)),
         type_: Some("Opaque".to_owned()),
-        data: Some(credentials::data(observed, seed, &c.uid)),
+        data: Some(credentials::data(observed, entropy, &c.uid)),
         ..Default::default()
     }
 }
