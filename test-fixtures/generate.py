@@ -119,7 +119,10 @@ def observed(children, job_states=None):
                            "currentRevision": m["name"] + "-7d9c8b6f5", "updateRevision": m["name"] + "-7d9c8b6f5",
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
-            state = (job_states or {}).get(m["name"], "running")
+            # A bootstrap Job still in an answer is, unless said otherwise, the record a
+            # running cluster keeps of its first primary: finished.
+            default = "succeeded" if m["labels"].get("mysqlhook.dev/purpose") == "bootstrap" else "running"
+            state = (job_states or {}).get(m["name"], default)
             o["status"] = {"active": 1, "startTime": "2026-11-29T11:58:00Z"} if state == "running" else (
                 {"succeeded": 1, "startTime": "2026-11-29T11:58:00Z", "completionTime": "2026-11-29T11:58:20Z",
                  "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-29T11:58:20Z"}]}
@@ -131,7 +134,9 @@ def observed(children, job_states=None):
     return out
 
 
-def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db"):
+def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db", mysqld="running"):
+    """A StatefulSet pod; `mysqld` is the server container's state: running, or
+    waiting (crash loop, image pull), or None for no container status yet."""
     labels = {
         "app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": cluster,
         "app.kubernetes.io/managed-by": "mysql-hook", "app.kubernetes.io/component": "database",
@@ -155,6 +160,12 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db")
                 {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since},
                 {"type": "ContainersReady", "status": "True" if ready else "False", "lastTransitionTime": since},
             ],
+            **({"containerStatuses": [{
+                "name": "mysqld", "ready": ready, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
+                "started": mysqld == "running",
+                "state": ({"running": {"startedAt": "2026-11-29T11:00:31Z"}} if mysqld == "running"
+                          else {"waiting": {"reason": "CrashLoopBackOff"}}),
+            }]} if mysqld else {}),
         },
     }
 
@@ -208,6 +219,13 @@ def job_named(response, purpose):
                 if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == purpose)
 
 
+def kept_done(children):
+    """Job states for the finished Jobs a running cluster keeps as records (its
+    bootstrap Job, the role change that promoted its primary): succeeded."""
+    return {c["metadata"]["name"]: "succeeded" for c in children
+            if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == "bootstrap"}
+
+
 def annotated(p, **annotations):
     p["metadata"]["annotations"] = annotations
     return p
@@ -223,8 +241,8 @@ def failover_scenarios(running, st, live):
     recent = "2026-11-29T11:59:55Z"   # 5 s ago: within grace
     healthy = pods([True, True, True])
 
-    def with_primary_down(since=down, replicas_ready=(True, True)):
-        return [server_pod("db-0", 0, False, since)] + [
+    def with_primary_down(since=down, replicas_ready=(True, True), mysqld="running"):
+        return [server_pod("db-0", 0, False, since, mysqld=mysqld)] + [
             server_pod(f"db-{i}", i, r) for i, r in enumerate(replicas_ready, start=1)]
 
     write("sync", "failover-primary-not-ready-in-grace", request(parent(status=st), live,
@@ -236,8 +254,10 @@ def failover_scenarios(running, st, live):
         earlier["failover"]["primaryNotReadySince"] = "2026-11-29T11:59:45Z"
         write("sync", "failover-primary-missing-past-grace", request(parent(status=earlier), live,
                                                                      related(*healthy[1:])))
+    # The primary's server is down too (crash loop): nobody to promote.
     write("sync", "failover-no-replica-ready", request(parent(status=st), live,
-                                                       related(*with_primary_down(replicas_ready=(False, False)))))
+                                                       related(*with_primary_down(replicas_ready=(False, False),
+                                                                                  mysqld="waiting"))))
     write("sync", "failover-disabled", request(
         parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
         related(*with_primary_down())))
@@ -303,7 +323,8 @@ def failover_scenarios(running, st, live):
         return
     back = [server_pod("db-0", 0, True, "2026-11-29T11:59:58Z"), *healthy[1:]]
     write("sync", "failover-old-primary-back", request(parent(status=recorded["status"]),
-                                                       observed(recorded["children"]), related(*back)))
+                                                       observed(recorded["children"], {job: "succeeded"}),
+                                                       related(*back, job_pod(job, "failover", promoted))))
 
     # Switchover, requested by annotation.
     def asking(status, target="db-2"):
@@ -437,7 +458,7 @@ def main():
         return
     job = next(c["metadata"]["name"] for c in primary_ready["children"] if c["kind"] == "Job")
     write("sync", "bootstrap-running", request(
-        parent(status=primary_ready["status"]), observed(primary_ready["children"]),
+        parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
         related(*pods([True, True, False]), job_pod(job, "bootstrap"))))
     result = '{"result":"bootstrapped","primary":"db-0","semiSync":true}'
     write("sync", "bootstrap-succeeded", request(
@@ -453,7 +474,8 @@ def main():
                                        related(*pods([True, True, True]))))
     if running is None:
         return
-    live = observed(running["children"])
+    # The bootstrap Job the running cluster keeps (the record of its first primary).
+    live = observed(running["children"], kept_done(running["children"]))
     st = running["status"]
     write("sync", "replica-not-ready", request(parent(status=st), live, related(*pods([True, True, False]))))
     write("sync", "scale-up", request(parent(replicas=5, status=st), live, related(*pods([True, True, True]))))
@@ -688,7 +710,7 @@ def backup_scenarios(running, st, live, deleting):
     if emitted is not None:
         fj = [j for j in jobs_of(emitted) if "-final-backup-" in j["metadata"]["name"]][0]
         fname = fj["metadata"]["name"]
-        with_job = observed(running["children"] + [fj])
+        with_job = observed(running["children"] + [fj], kept_done(running["children"]))
         def deleting_with(status):
             p = deleting(deletionPolicy="Backup", backup=PVC_BACKUP)
             p["status"] = status
@@ -696,10 +718,10 @@ def backup_scenarios(running, st, live, deleting):
         write("finalize", "backup-job-running", request(deleting_with(emitted["status"]), with_job,
                                                         related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", None, None)], "Running")), True))
         ok = script_pod(fname, cluster_job_labels("final-backup"), [("backup", 0, backed_up(fname, finished="2026-11-29T11:59:40Z"))], "Succeeded")
-        write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded"}),
+        write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded", **kept_done(running["children"])}),
                                                       related(*pods([True, True, True]), ok), True))
         err = json.dumps({"result": "error", "reason": "script-failed", "message": "backup: line 61: dump_cmd (exit 2)"}, separators=(",", ":"))
-        write("finalize", "backup-failed", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "failed"}),
+        write("finalize", "backup-failed", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "failed", **kept_done(running["children"])}),
                                                    related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", 2, err)], "Failed")), True))
         succ = response_of("finalize", "backup-succeeded")
         if succ is not None:
@@ -716,7 +738,7 @@ def backup_scenarios(running, st, live, deleting):
     write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                      pods=pods([True, False, False])))
     rb = response_of("backup-sync", "running-from-replica")
-    if rb is not None:
+    if rb is not None and jobs_of(rb):
         bjob = jobs_of(rb)[0]
         bname = bjob["metadata"]["name"]
         def observed_job(state):

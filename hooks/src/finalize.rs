@@ -38,7 +38,13 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     sync::validate(request)?;
     let names = Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (cluster, _) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    let memory = crate::memory::recall(&request.parent, &observed, &names);
+    let (cluster, _) = Cluster::resolve(
+        &request.parent,
+        &observed,
+        &ctx.scripts_image,
+        memory.primary.as_ref().map(|p| p.pod.as_str()),
+    );
     let previous = request.parent.status.clone().unwrap_or_default();
     let mut conditions = Conditions::new(&previous.conditions, ctx.now);
     for c in &previous.conditions {

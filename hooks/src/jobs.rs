@@ -28,8 +28,11 @@ pub fn seconds(t: Timestamp) -> String {
 pub struct ScriptResult {
     #[serde(default)]
     pub result: String,
-    /// The pod a failover or switchover promoted.
+    /// The pod a failover or switchover promoted (or bootstrap chose).
     pub primary: Option<String>,
+    /// In an error result: the pod a role change had already made writable before
+    /// it failed. The hook follows a promotion whatever failed after it.
+    pub promoted: Option<String>,
     pub location: Option<String>,
     pub bytes: Option<i64>,
     pub source: Option<String>,
@@ -222,16 +225,19 @@ pub fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
 #[must_use]
 pub fn keep(job: &Job) -> Job {
     Job {
-        metadata: crate::build::meta(
-            job.metadata.name.as_deref().unwrap_or_default(),
-            job.metadata
-                .labels
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k != "controller-uid")
-                .collect(),
-        ),
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: job.metadata.annotations.clone().filter(|a| !a.is_empty()),
+            ..crate::build::meta(
+                job.metadata.name.as_deref().unwrap_or_default(),
+                job.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| k != "controller-uid")
+                    .collect(),
+            )
+        },
         spec: job.spec.clone(),
         ..Default::default()
     }

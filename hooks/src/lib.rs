@@ -13,6 +13,8 @@
 //! - [`observed`]: what came in, as pods by ordinal and Jobs;
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
 //! - [`build`]: one builder per child kind;
+//! - [`memory`]: what the hook must remember, rebuilt from status, the config
+//!   ConfigMap and the Jobs, so a lost or stale status is harmless;
 //! - [`bootstrap`]: making the first primary writable;
 //! - [`roles`]: failover and switchover, the only place the primary moves;
 //! - [`rollout`], [`version`]: ordered upgrades through the StatefulSet partition;
@@ -32,6 +34,7 @@ pub mod error;
 pub mod finalize;
 pub mod jobs;
 pub mod labels;
+pub mod memory;
 pub mod metacontroller;
 pub mod model;
 pub mod mycnf;

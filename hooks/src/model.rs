@@ -70,9 +70,15 @@ pub const MY_CNF: &str = "my.cnf";
 
 impl Cluster {
     /// Resolves the effective cluster from the parent and what is observed;
-    /// `scripts_image` is the hook's own image ([`crate::Context::scripts_image`]).
+    /// `scripts_image` is the hook's own image ([`crate::Context::scripts_image`]),
+    /// `primary` the primary as remembered ([`crate::memory`]; ordinal 0 when none is).
     #[must_use]
-    pub fn resolve(parent: &MySQL, observed: &Observed<'_>, scripts_image: &str) -> (Self, Vec<Problem>) {
+    pub fn resolve(
+        parent: &MySQL,
+        observed: &Observed<'_>,
+        scripts_image: &str,
+        primary: Option<&str>,
+    ) -> (Self, Vec<Problem>) {
         let spec = &parent.spec;
         let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
         let mut problems = Vec::new();
@@ -143,12 +149,7 @@ impl Cluster {
         };
 
         // Replicas: never scale the primary away.
-        let primary = parent
-            .status
-            .as_ref()
-            .and_then(|s| s.primary.clone())
-            .filter(|p| names.ordinal(p).is_some())
-            .unwrap_or_else(|| names.pod(0));
+        let primary = primary.filter(|p| names.ordinal(p).is_some()).map_or_else(|| names.pod(0), str::to_owned);
         let primary_ordinal = names.ordinal(&primary).unwrap_or(0);
         let replicas = if spec.replicas <= primary_ordinal {
             let keep = running.and_then(|s| s.replicas).unwrap_or(primary_ordinal + 1).max(primary_ordinal + 1);

@@ -117,7 +117,12 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     };
     let cluster_names = Names::new(cluster_name);
     let observed = Observed::new(&view, &cluster_names);
-    let (cluster, _) = Cluster::resolve(mysql, &observed, &ctx.scripts_image);
+    let (cluster, _) = Cluster::resolve(
+        mysql,
+        &observed,
+        &ctx.scripts_image,
+        mysql.status.as_ref().and_then(|s| s.primary.as_deref()),
+    );
     let (pods_env, source) = pods_replicas_first(&cluster, &observed);
 
     let mut pod_labels = BTreeMap::from([

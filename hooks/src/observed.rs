@@ -22,6 +22,9 @@ pub struct Member<'a> {
     pub ip: Option<&'a str>,
     /// Being deleted.
     pub terminating: bool,
+    /// The server container runs (whether or not it is Ready): a failover Job can
+    /// reach it, fence it, and, when it is the most advanced, make it writable again.
+    pub mysqld_running: bool,
     pub pod: &'a Pod,
 }
 
@@ -75,6 +78,13 @@ impl<'a> Observed<'a> {
                     ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
                     ip: pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
                     terminating: pod.metadata.deletion_timestamp.is_some(),
+                    mysqld_running: pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.iter().find(|c| c.name == crate::model::MYSQLD))
+                        .and_then(|c| c.state.as_ref())
+                        .is_some_and(|s| s.running.is_some()),
                     pod,
                 },
             );
@@ -129,6 +139,21 @@ impl<'a> Observed<'a> {
             .values()
             .find(|c| c.metadata.name.as_deref() == Some(config_map))?
             .data
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// An annotation of an observed ConfigMap child.
+    #[must_use]
+    pub fn config_map_annotation(&self, config_map: &str, key: &str) -> Option<&'a str> {
+        self.request
+            .children
+            .config_maps
+            .values()
+            .find(|c| c.metadata.name.as_deref() == Some(config_map))?
+            .metadata
+            .annotations
             .as_ref()?
             .get(key)
             .map(String::as_str)

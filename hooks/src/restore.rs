@@ -18,7 +18,6 @@ use crate::{
         backup::{self, RestorePod},
         meta,
     },
-    conditions,
     jobs::{self, Outcome},
     labels,
     model::Cluster,
@@ -82,12 +81,11 @@ pub fn plan(
     backups: &[&MySQLBackup],
     pods: &[&Pod],
     previous: &crate::api::MySQLStatus,
+    initialized: bool,
 ) -> Restore {
     let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
-    if conditions::is_true(&previous.conditions, crate::bootstrap::INITIALIZED)
-        || observed.job(&bootstrap_job).is_some()
-    {
+    if initialized || observed.job(&bootstrap_job).is_some() {
         // Done before (or the cluster was bootstrapped without it): remembered only.
         let condition = previous
             .conditions

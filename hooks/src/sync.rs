@@ -16,6 +16,7 @@ use crate::{
     build::{config, pdb, service, statefulset},
     conditions::Conditions,
     error::{Error, Result},
+    memory,
     metacontroller::{ByKey, Child, SyncRequest, SyncResponse},
     model::{Cluster, Problem},
     observed::Observed,
@@ -36,19 +37,37 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    // What the hook must remember comes back from status, the ConfigMap and the
+    // Jobs alike: a lost or stale status never bootstraps again or moves the primary.
+    let memory = memory::recall(&request.parent, &observed, &names);
+    let (mut cluster, problems) = Cluster::resolve(
+        &request.parent,
+        &observed,
+        &ctx.scripts_image,
+        memory.primary.as_ref().map(|p| p.pod.as_str()),
+    );
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
     let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();
-    let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous);
+    let restore =
+        restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous, memory.initialized);
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {
-        bootstrap::plan(&cluster, &observed, &previous.conditions)
+        bootstrap::plan(
+            &cluster,
+            &observed,
+            memory.initialized,
+            crate::conditions::is_true(&previous.conditions, bootstrap::INITIALIZED),
+        )
     };
+    // The bootstrap Job chose the first primary (the most advanced server).
+    if let Some(chosen) = bootstrap.chosen() {
+        cluster.primary = chosen.to_owned();
+    }
     // Restores run only before bootstrap, role changes and rollouts only after it:
     // they never overlap.
-    let initialized = bootstrap == Bootstrap::Done;
+    let initialized = matches!(bootstrap, Bootstrap::Done(_));
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
@@ -56,18 +75,16 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         initialized,
         now: ctx.now,
     });
+    let annotation =
+        |key: &str| request.parent.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
     let roles = roles::plan(&roles::Input {
         cluster: &cluster,
         observed: &observed,
         previous: &previous,
         failover: &request.parent.spec.failover,
-        switchover_to: request
-            .parent
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(roles::SWITCHOVER_TO))
-            .map(String::as_str),
+        switchover_to: annotation(roles::SWITCHOVER_TO),
+        force_failover: annotation(roles::FORCE_FAILOVER),
+        memory: &memory,
         rollout_switchover_to: rollout.switchover_to.as_deref(),
         initialized,
         may_start: !request.finalizing,
@@ -77,14 +94,17 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     // as this sync leaves it.
     cluster.primary.clone_from(&roles.primary);
 
-    let mut children = desired_children(&cluster, &observed, rollout.partition, ctx);
+    let remembered = Remembered {
+        initialized: bootstrap.initialized(),
+        epoch: roles.epoch,
+        operations_started: roles.operations_started,
+        newest_version: memory.newest_version.map(|v| v.to_string()),
+    };
+    let mut children = desired_children(&cluster, &observed, rollout.partition, &remembered, ctx);
+    // The bootstrap Job stays the record of the first primary until a role change.
+    let bootstrap_job = bootstrap.job().filter(|_| !matches!(bootstrap, Bootstrap::Done(_)) || roles.epoch == 0);
     children.extend(
-        bootstrap
-            .job()
-            .into_iter()
-            .chain(roles.job.as_ref())
-            .chain(&roles.kept)
-            .map(|j| Child::Job(Box::new(j.clone()))),
+        bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
@@ -177,14 +197,23 @@ where
     Ok(())
 }
 
+/// What this sync leaves for the next one to recall, on the config ConfigMap.
+pub(crate) use crate::build::config::Remembered;
+
 /// The children every live cluster has.
-fn desired_children(c: &Cluster, observed: &Observed<'_>, partition: i32, ctx: &Context) -> Vec<Child> {
+fn desired_children(
+    c: &Cluster,
+    observed: &Observed<'_>,
+    partition: i32,
+    remembered: &Remembered,
+    ctx: &Context,
+) -> Vec<Child> {
     let mut children = vec![
         Child::StatefulSet(Box::new(statefulset::build(c, partition))),
         Child::Service(Box::new(service::headless(c))),
         Child::Service(Box::new(service::primary(c))),
         Child::Service(Box::new(service::replicas(c))),
-        Child::ConfigMap(Box::new(config::config_map(c))),
+        Child::ConfigMap(Box::new(config::config_map(c, remembered))),
         Child::PodDisruptionBudget(Box::new(pdb::build(c))),
     ];
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
@@ -241,14 +270,14 @@ fn status(
     };
     conditions.set("Ready", phase == Phase::Running, reason, message);
     match bootstrap {
-        // The Job that did it is gone, and the primary may have moved since: keep
+        // The Job that did it may be gone, and the primary may have moved since: keep
         // the condition exactly as it was written when bootstrap succeeded.
-        Bootstrap::Done => {
+        Bootstrap::Done(_) => {
             if !conditions.keep(bootstrap::INITIALIZED) {
                 conditions.set(bootstrap::INITIALIZED, true, "Bootstrapped", "the first primary was bootstrapped");
             }
         }
-        Bootstrap::Succeeded(_, result) => conditions.set(
+        Bootstrap::Succeeded(_, result, _) => conditions.set(
             bootstrap::INITIALIZED,
             true,
             "Bootstrapped",

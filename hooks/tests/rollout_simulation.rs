@@ -135,6 +135,16 @@ fn roll(replicas: i32, primary: i32) -> usize {
     for round in 0..100 {
         let out = sim.step();
         let status = &out["status"];
+        if std::env::var_os("SIM_DEBUG").is_some() {
+            eprintln!(
+                "round {round}: primary {} op {} rollout {} pods {:?} jobs {:?}",
+                status["primary"],
+                status["operation"],
+                status["rollout"],
+                sim.pods,
+                sim.jobs.iter().map(|j| j["metadata"]["name"].clone()).collect::<Vec<_>>()
+            );
+        }
         let primary = status["primary"].as_str().unwrap_or_default().to_owned();
         let sts = out["children"].as_array().into_iter().flatten().find(|c| c["kind"] == "StatefulSet").cloned();
         let sts = sts.unwrap_or_else(|| panic!("round {round}: no StatefulSet"));

@@ -10,19 +10,46 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     ByteString,
     api::core::v1::{ConfigMap, Secret},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
 use super::meta;
 use crate::{
-    credentials, labels,
+    credentials, labels, memory,
     model::{Cluster, MY_CNF},
 };
 
+/// What a sync leaves on the ConfigMap for the next one to recall when the status
+/// is lost or stale (see [`crate::memory`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    pub initialized: bool,
+    /// The epoch of `c.primary`.
+    pub epoch: i32,
+    pub operations_started: i32,
+    pub newest_version: Option<String>,
+}
+
 #[must_use]
-pub fn config_map(c: &Cluster) -> ConfigMap {
-    let data = BTreeMap::from([(MY_CNF.to_owned(), c.my_cnf.clone()), ("primary".to_owned(), c.primary.clone())]);
+pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
+    let data =
+        BTreeMap::from([(MY_CNF.to_owned(), c.my_cnf.clone()), (memory::PRIMARY_KEY.to_owned(), c.primary.clone())]);
+    let mut annotations = BTreeMap::new();
+    if remembered.initialized {
+        annotations.insert(memory::INITIALIZED.to_owned(), "true".to_owned());
+        annotations.insert(memory::PRIMARY_EPOCH.to_owned(), remembered.epoch.to_string());
+    }
+    if remembered.operations_started > 0 {
+        annotations.insert(memory::OPERATIONS_STARTED.to_owned(), remembered.operations_started.to_string());
+    }
+    if let Some(v) = &remembered.newest_version {
+        annotations.insert(memory::NEWEST_VERSION.to_owned(), v.clone());
+    }
     ConfigMap {
-        metadata: meta(&c.names.config, labels::common(&c.names, labels::DATABASE)),
+        metadata: ObjectMeta {
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..meta(&c.names.config, labels::common(&c.names, labels::DATABASE))
+        },
         data: Some(data),
         ..Default::default()
     }
