@@ -110,16 +110,25 @@ trap on_exit EXIT
 
 # ---------------------------------------------------------------- pods / env
 
-# PODS="db-0=host:port db-1=host:port ...", in ordinal order.
+# PODS="db-0=host:port db-1=host:port ...", in ordinal order.  Jobs get it in
+# their environment (the membership of their moment); server pods read it from
+# PODS_FILE (the config ConfigMap's `pods`, which follows scaling without a
+# restart) and know their own address from POD_HOST, so a new pod whose kubelet
+# has not yet seen the new file still finds itself.
 POD_NAMES=()
 declare -A POD_ADDR=()
 parse_pods() {
-  local e
-  for e in ${PODS:-}; do
+  local e list=${PODS:-}
+  if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then list=$(<"$PODS_FILE"); fi
+  for e in $list; do
     [[ $e == *=*:* ]] || fail bad-env "PODS entry '$e' is not name=host:port"
     POD_NAMES+=("${e%%=*}")
     POD_ADDR[${e%%=*}]=${e#*=}
   done
+  if [ -n "${POD_NAME:-}" ] && [ -n "${POD_HOST:-}" ] && [ -z "${POD_ADDR[$POD_NAME]+x}" ]; then
+    POD_NAMES+=("$POD_NAME")
+    POD_ADDR[$POD_NAME]=$POD_HOST
+  fi
   (( ${#POD_NAMES[@]} > 0 )) || fail bad-env "PODS is empty"
 }
 parse_pods

@@ -88,9 +88,13 @@ case "${FLAVOR:-}" in
 esac
 [ -r "$MY_CNF" ] || die bad-env "MY_CNF $MY_CNF is not readable"
 
-# report_host/port: this pod's own entry in PODS if present, else the pod name.
+# report_host/port: this pod's own entry in PODS (or PODS_FILE, or POD_HOST) if
+# present, else the pod name.
 report_host=$POD_NAME report_port=""
-for e in ${PODS:-}; do
+members=${PODS:-}
+if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then members=$(<"$PODS_FILE"); fi
+[ -n "${POD_HOST:-}" ] && members="$members $POD_NAME=$POD_HOST"
+for e in $members; do
   if [ "${e%%=*}" = "$POD_NAME" ]; then
     a=${e#*=}; report_port=${a##*:}; report_host=${a%:*}; report_host=${report_host#[}; report_host=${report_host%]}
   fi

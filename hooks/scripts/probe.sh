@@ -39,8 +39,10 @@ host=${PROBE_HOST:-127.0.0.1}
 port=${PROBE_PORT:-}
 if [ -z "$port" ]; then
   port=3306
-  for e in ${PODS:-}; do
-    if [ "${e%%=*}" = "${POD_NAME:-}" ]; then port=${e##*:}; fi
+  members=${PODS:-}
+  if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then members=$(<"$PODS_FILE"); fi
+  for e in $members ${POD_NAME:-x}=${POD_HOST:-}; do
+    if [ "${e%%=*}" = "${POD_NAME:-}" ] && [[ $e == *:* ]]; then port=${e##*:}; fi
   done
 fi
 wait_s=${PROBE_TIMEOUT:-3}

@@ -46,6 +46,8 @@ pub const OPERATIONS_STARTED: &str = "mysqlhook.dev/operations-started";
 pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
 /// The key of the config ConfigMap that names the primary (the agents follow it).
 pub const PRIMARY_KEY: &str = "primary";
+/// The key of the config ConfigMap that lists the members (`name=host:port ...`).
+pub const PODS_KEY: &str = "pods";
 
 /// Purposes of the Jobs that change roles, in the order of [`crate::roles`].
 pub const ROLE_PURPOSES: [&str; 2] = ["failover", "switchover"];

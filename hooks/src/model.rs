@@ -123,7 +123,14 @@ impl Cluster {
         // Config: refused keys keep the running option file.
         let refused = mycnf::refused_keys(&spec.config);
         let malformed = mycnf::malformed_entries(&spec.config);
-        let running_cnf = observed.config_map_value(&names.config, MY_CNF);
+        // The option file the running template names (or, from before option files
+        // were content-addressed, the one in the config ConfigMap).
+        let running_cnf = running_pod_spec
+            .and_then(|p| p.volumes.as_ref())
+            .and_then(|v| v.iter().find(|v| v.name == crate::build::pod::OPTION_FILE_VOLUME))
+            .and_then(|v| v.config_map.as_ref())
+            .and_then(|cm| observed.config_map_value(&cm.name, MY_CNF))
+            .or_else(|| observed.config_map_value(&names.config, MY_CNF));
         let my_cnf = if refused.is_empty() && malformed.is_empty() {
             mycnf::render(spec.flavor, &spec.config)
         } else {

@@ -69,6 +69,14 @@ impl Names {
         fit(&self.cluster, &format!("-{purpose}-{suffix}"), LABEL_MAX)
     }
 
+    /// The ConfigMap of one option file, `<cluster>-config-<hash of its content>`:
+    /// each pod template names its own, so a server only ever starts with the
+    /// configuration of its own revision.
+    #[must_use]
+    pub fn option_file(&self, hash: &str) -> String {
+        fit(&self.cluster, &format!("-config-{hash}"), SUBDOMAIN_MAX)
+    }
+
     /// A CronJob name `<cluster>-<purpose>`: at most 52 characters, so that the
     /// Jobs it creates (`<name>-<minutes since the epoch>`) stay DNS labels.
     #[must_use]

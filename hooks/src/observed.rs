@@ -130,6 +130,11 @@ impl<'a> Observed<'a> {
         self.request.children.jobs.values().find(|j| j.metadata.name.as_deref() == Some(name))
     }
 
+    /// Every observed ConfigMap child.
+    pub fn config_maps(&self) -> impl Iterator<Item = &'a k8s_openapi::api::core::v1::ConfigMap> + use<'a> {
+        self.request.children.config_maps.values()
+    }
+
     /// A key of an observed ConfigMap child.
     #[must_use]
     pub fn config_map_value(&self, config_map: &str, key: &str) -> Option<&'a str> {

@@ -147,9 +147,9 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     keyed_by_name("Job", &c.jobs)?;
     keyed_by_name("Pod", &r.pods)?;
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
-    ours("StatefulSet", &c.stateful_sets, &[&names.stateful_set])?;
-    ours("ConfigMap", &c.config_maps, &[&names.config])?;
-    ours("Secret", &c.secrets, &[&names.credentials])?;
+    ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
+    ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;
+    ours("Secret", &c.secrets, |n| n == names.credentials)?;
     Ok(())
 }
 
@@ -157,13 +157,13 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
 /// gives its children. Any other would be left out of the answer, and so deleted
 /// (a StatefulSet with the cluster's data); Metacontroller never sends one for a
 /// parent whose name cannot change, so such a request is refused, not obeyed.
-fn ours<T>(kind: &str, objects: &ByKey<T>, names: &[&str]) -> Result<()>
+fn ours<T>(kind: &str, objects: &ByKey<T>, is_ours: impl Fn(&str) -> bool) -> Result<()>
 where
     T: k8s_openapi::Metadata<Ty = ObjectMeta>,
 {
     for object in objects.values() {
         let name = object.metadata().name.as_deref().unwrap_or_default();
-        if !names.contains(&name) {
+        if !is_ours(name) {
             return Err(Error::InvalidRequest(format!(
                 "observed {kind} {name:?} is not a child of this MySQL by name; refusing rather than deleting it"
             )));
@@ -214,14 +214,57 @@ fn desired_children(
         Child::Service(Box::new(service::primary(c))),
         Child::Service(Box::new(service::replicas(c))),
         Child::ConfigMap(Box::new(config::config_map(c, remembered))),
+        Child::ConfigMap(Box::new(config::option_file(c))),
         Child::PodDisruptionBudget(Box::new(pdb::build(c))),
     ];
+    children.extend(older_option_files(c, observed).into_iter().map(|m| Child::ConfigMap(Box::new(m))));
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
         let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children
+}
+
+/// The option files of older revisions that a pod may still start with: every one
+/// while the StatefulSet has pods or revisions other than its update revision (or
+/// does not say), else those an observed pod still mounts. Emitted as observed.
+fn older_option_files(c: &Cluster, observed: &Observed<'_>) -> Vec<k8s_openapi::api::core::v1::ConfigMap> {
+    let desired = c.names.option_file(&c.config_hash);
+    let settled = observed
+        .stateful_set
+        .and_then(|s| s.status.as_ref())
+        .is_some_and(|s| s.current_revision.is_some() && s.current_revision == s.update_revision)
+        && observed
+            .stateful_set
+            .is_some_and(|s| s.status.as_ref().and_then(|st| st.observed_generation) >= s.metadata.generation);
+    let names_it = |volumes: Option<&Vec<k8s_openapi::api::core::v1::Volume>>, name: &str| {
+        volumes.is_some_and(|v| v.iter().any(|v| v.config_map.as_ref().is_some_and(|cm| cm.name == name)))
+    };
+    // The observed template's own file (its pods may still restart with it), and
+    // any file an observed pod mounts.
+    let mounted = |name: &str| {
+        observed
+            .stateful_set
+            .is_some_and(|s| names_it(s.spec.template.spec.as_ref().and_then(|p| p.volumes.as_ref()), name))
+            || observed.members.values().any(|m| names_it(m.pod.spec.as_ref().and_then(|s| s.volumes.as_ref()), name))
+    };
+    observed
+        .config_maps()
+        .filter(|m| {
+            let name = m.metadata.name.as_deref().unwrap_or_default();
+            name != desired && config::is_option_file(&c.names, name) && (!settled || mounted(name))
+        })
+        .map(|m| k8s_openapi::api::core::v1::ConfigMap {
+            metadata: crate::build::meta(
+                m.metadata.name.as_deref().unwrap_or_default(),
+                crate::labels::common(&c.names, crate::labels::DATABASE),
+            ),
+            data: m.data.clone(),
+            immutable: Some(true),
+            ..Default::default()
+        })
+        .collect()
 }
 
 /// What this sync decided, for the status.

@@ -67,9 +67,10 @@ struct Scenario {
     /// A handled request for this ordinal.
     handled: Option<i32>,
     operations_started: i32,
-    /// An observed StatefulSet: (partition, update revision is new), and per pod
-    /// whether it runs the new revision.
-    sts: Option<(i32, bool, Vec<bool>)>,
+    /// An observed StatefulSet: (partition, update revision is new), per pod
+    /// whether it runs the new revision, and whether its template is the one the
+    /// hook wants (else the spec changed: a new template).
+    sts: Option<(i32, bool, Vec<bool>, bool)>,
 }
 
 fn pod_state() -> impl Strategy<Value = Option<PodState>> {
@@ -96,7 +97,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     ];
     let outage = prop::option::of((prop::option::of(0_i64..60), 0_i32..4, prop::option::of(-30_i64..30)));
     let history = (job, result, outage, prop::option::of(0_i32..6), prop::option::of(0_i32..6), 0_i32..5);
-    let sts = (0_i32..6, any::<bool>(), prop::collection::vec(any::<bool>(), 5));
+    let sts = (0_i32..6, any::<bool>(), prop::collection::vec(any::<bool>(), 5), prop::bool::weighted(0.8));
     (1_i32..=4)
         .prop_flat_map(move |replicas| {
             (
@@ -208,7 +209,7 @@ fn request(s: &Scenario) -> Value {
         if let Some(since) = p.since {
             conditions.push(json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }, "lastTransitionTime": at(-since)}));
         }
-        let revision = if s.sts.as_ref().is_some_and(|(_, _, on_new)| on_new[i]) { "db-new" } else { "db-old" };
+        let revision = if s.sts.as_ref().is_some_and(|(_, _, on_new, _)| on_new[i]) { "db-new" } else { "db-old" };
         let mut meta = json!({
             "name": name, "namespace": "shop",
             "labels": labels(&[("app.kubernetes.io/component", "database"), ("statefulset.kubernetes.io/pod-name", &name),
@@ -265,13 +266,19 @@ fn request(s: &Scenario) -> Value {
         }
     }
     let mut stateful_sets = serde_json::Map::new();
-    if let Some((partition, new_revision, _)) = &s.sts {
+    if let Some((partition, new_revision, _, same_template)) = &s.sts {
+        // The hook's own template (as it would build it for this spec), or another.
+        let template = if *same_template {
+            desired_template(s)
+        } else {
+            json!({"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}})
+        };
         stateful_sets.insert(
             "shop/db".to_owned(),
             json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
                    "spec": {"selector": {}, "serviceName": "db-headless",
                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
-                            "template": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}}},
+                            "template": template},
                    "status": {"replicas": s.replicas, "currentRevision": "db-old",
                               "updateRevision": if *new_revision { "db-new" } else { "db-old" }}}),
         );
@@ -281,6 +288,20 @@ fn request(s: &Scenario) -> Value {
         "children": {"Job.batch/v1": jobs, "StatefulSet.apps/v1": stateful_sets},
         "related": {"Pod.v1": pods},
     })
+}
+
+/// The pod template the hook builds for this scenario's spec.
+fn desired_template(s: &Scenario) -> Value {
+    let mut bare = s.clone();
+    bare.sts = None;
+    let out = run(&request(&bare));
+    out["children"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["kind"] == "StatefulSet")
+        .map(|sts| sts["spec"]["template"].clone())
+        .unwrap_or_default()
 }
 
 fn ctx() -> Context {
@@ -420,19 +441,22 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         }
     }
 
-    // A rollout never newly releases the primary's pod while it is on the old revision.
-    if let Some((observed_partition, new_revision, on_new)) = &s.sts
-        && s.replicas > 1
+    // A rollout never newly releases the primary's pod while it is on the old revision,
+    // and a new template is never emitted with a partition below `replicas`.
+    if let Some((observed_partition, new_revision, on_new, same_template)) = &s.sts
         && s.initialized
     {
         let sts = children.iter().find(|c| c["kind"] == "StatefulSet").cloned().unwrap_or_default();
         let partition = sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64().unwrap_or(-1);
+        if !same_template {
+            prop_assert_eq!(partition, i64::from(s.replicas), "a new template with a partition below replicas");
+        }
         let observed_partition = i64::from((*observed_partition).clamp(0, s.replicas));
         for o in partition..observed_partition {
             let idx = usize::try_from(o).unwrap_or(0);
             let already = on_new[idx] == *new_revision; // the pod is on the update revision
             prop_assert!(
-                already || (o != i64::from(s.primary) && format!("db-{o}") != primary),
+                s.replicas == 1 || already || (o != i64::from(s.primary) && format!("db-{o}") != primary),
                 "partition {} releases the primary db-{} (observed partition {})",
                 partition,
                 o,

@@ -1,9 +1,18 @@
-//! The ConfigMap `<name>-config` and the Secret `<name>-credentials`.
+//! The ConfigMaps `<name>-config` and `<name>-config-<hash>`, and the Secret
+//! `<name>-credentials`.
 //!
-//! The ConfigMap carries the option file and `primary`: the pod the agents
-//! replicate from. Only the option file's hash is in the pod template, so moving
-//! the primary never restarts a server. The scripts are not here: every pod
-//! installs them from the hook's image (see [`crate::scripts`]).
+//! `<name>-config` carries what running servers follow without a restart: `primary`
+//! (the pod the agents replicate from) and `pods` (the membership), plus, in its
+//! annotations, what the hook must remember ([`crate::memory`]). Moving the primary
+//! or scaling therefore changes no pod template.
+//!
+//! The option file is content-addressed: `<name>-config-<hash>`, immutable, one per
+//! version of it, named by the pod template. A pod of an older revision that
+//! restarts in the middle of a rollout (an eviction, a crash) starts with its own
+//! revision's file, never with a new, possibly broken one the walk has not
+//! released to it. Older files are kept while any pod or revision may still use
+//! them. The scripts are not here: every pod installs them from the hook's image
+//! (see [`crate::scripts`]).
 
 use std::collections::BTreeMap;
 
@@ -32,8 +41,10 @@ pub struct Remembered {
 
 #[must_use]
 pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
-    let data =
-        BTreeMap::from([(MY_CNF.to_owned(), c.my_cnf.clone()), (memory::PRIMARY_KEY.to_owned(), c.primary.clone())]);
+    let data = BTreeMap::from([
+        (memory::PRIMARY_KEY.to_owned(), c.primary.clone()),
+        (memory::PODS_KEY.to_owned(), c.pods_env()),
+    ]);
     let mut annotations = BTreeMap::new();
     if remembered.initialized {
         annotations.insert(memory::INITIALIZED.to_owned(), "true".to_owned());
@@ -53,6 +64,23 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
         data: Some(data),
         ..Default::default()
     }
+}
+
+/// This revision's option file, `<name>-config-<hash>`.
+#[must_use]
+pub fn option_file(c: &Cluster) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(&c.names.option_file(&c.config_hash), labels::common(&c.names, labels::DATABASE)),
+        data: Some(BTreeMap::from([(MY_CNF.to_owned(), c.my_cnf.clone())])),
+        immutable: Some(true),
+        ..Default::default()
+    }
+}
+
+/// Whether `name` is one of this cluster's option file ConfigMaps.
+#[must_use]
+pub fn is_option_file(c: &crate::names::Names, name: &str) -> bool {
+    name.rsplit_once("-config-").is_some_and(|(_, hash)| c.option_file(hash) == name)
 }
 
 /// The credentials Secret, when the hook owns it. Observed values are kept.

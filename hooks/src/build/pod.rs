@@ -46,13 +46,34 @@ fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
-/// The variables every script reads (see `hooks/scripts/README.md`).
+/// The variables every Job script reads (see `hooks/scripts/README.md`): a Job is
+/// created for the membership of its moment, so `PODS` is part of it.
 #[must_use]
 pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
+    let mut vars = credentials_env(c);
+    vars.insert(2, env("PODS", c.pods_env()));
+    vars
+}
+
+/// The variables of the server pods' scripts. The membership is not among them:
+/// it lives in the config ConfigMap (`pods`, read through `PODS_FILE`), so scaling
+/// changes no pod template and restarts no server; a new pod that starts before
+/// its kubelet sees the new file knows its own address from `POD_HOST`.
+#[must_use]
+pub fn server_env(c: &Cluster) -> Vec<EnvVar> {
+    let mut vars = credentials_env(c);
+    vars.extend([
+        pod_name_env(),
+        env("POD_HOST", format!("$(POD_NAME).{}.{}.svc:3306", c.names.headless, c.namespace)),
+        env("PODS_FILE", scripts::config_path(crate::memory::PODS_KEY)),
+    ]);
+    vars
+}
+
+fn credentials_env(c: &Cluster) -> Vec<EnvVar> {
     vec![
         env("FLAVOR", c.flavor.as_str()),
         env("CLUSTER", c.names.cluster.as_str()),
-        env("PODS", c.pods_env()),
         secret_env("MYSQL_ROOT_PASSWORD", &c.credentials_secret, credentials::ROOT_PASSWORD),
         secret_env("REPLICATION_PASSWORD", &c.credentials_secret, credentials::REPLICATION_PASSWORD),
     ]
@@ -71,7 +92,26 @@ pub fn pod_name_env() -> EnvVar {
     }
 }
 
-/// The config ConfigMap as a volume: option file and current primary.
+/// The name of the volume of a pod's own option file.
+pub const OPTION_FILE_VOLUME: &str = "mysql-hook-cnf";
+/// Where a server pod's own option file is mounted.
+pub const OPTION_FILE_DIR: &str = "/etc/mysql-hook-cnf";
+
+/// The option file ConfigMap of this template's revision, as a volume.
+#[must_use]
+pub fn option_file_volume(c: &Cluster) -> Volume {
+    Volume {
+        name: OPTION_FILE_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: c.names.option_file(&c.config_hash),
+            default_mode: Some(0o444),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The config ConfigMap as a volume: current primary and membership.
 #[must_use]
 pub fn config_volume(c: &Cluster) -> Volume {
     Volume {

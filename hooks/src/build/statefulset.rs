@@ -16,8 +16,9 @@ use k8s_openapi::{
             StatefulSetSpec, StatefulSetUpdateStrategy,
         },
         core::v1::{
-            Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimStatus,
-            PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, WeightedPodAffinityTerm,
+            Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
+            PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
+            WeightedPodAffinityTerm,
         },
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
@@ -26,13 +27,19 @@ use k8s_openapi::{
 use super::{meta, pod};
 use crate::{
     api::{DeletionPolicy, Flavor},
-    labels,
+    labels, memory,
     model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
+    names::short_hash,
     scripts,
 };
 
-/// Pod template annotation carrying the option file's hash.
-pub const CONFIG_HASH: &str = "mysqlhook.dev/config-hash";
+/// Pod template annotation: a hash of the whole template without it. The rollout
+/// compares it with the observed StatefulSet's to tell a new template, whatever
+/// changed in it (version, image, configuration, resources, scripts image, ...).
+pub const TEMPLATE_HASH: &str = "mysqlhook.dev/template-hash";
+/// Pod template annotation: the server version the template runs, as declared (so
+/// a custom image without a version tag still says which version its pods ran).
+pub const VERSION: &str = "mysqlhook.dev/version";
 const DATA_DIR: &str = "/var/lib/mysql";
 const CONF_DIR: &str = "/etc/mysql/conf.d";
 
@@ -73,28 +80,45 @@ pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
                 // replaces this list whole) from seeing a difference on every sync.
                 status: Some(PersistentVolumeClaimStatus { phase: Some("Pending".to_owned()), ..Default::default() }),
             }]),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels::common(&c.names, labels::DATABASE)),
-                    annotations: Some(BTreeMap::from([(CONFIG_HASH.to_owned(), c.config_hash.clone())])),
-                    ..Default::default()
-                }),
-                spec: Some(pod_spec(c, &selector)),
-            },
+            template: template(c),
             ..Default::default()
         },
         ..Default::default()
     }
 }
 
+/// The servers' pod template, with its [`TEMPLATE_HASH`].
+#[must_use]
+pub fn template(c: &Cluster) -> PodTemplateSpec {
+    let selector = labels::database_selector(&c.names);
+    let mut template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels::common(&c.names, labels::DATABASE)),
+            annotations: Some(BTreeMap::from([(VERSION.to_owned(), c.version.clone())])),
+            ..Default::default()
+        }),
+        spec: Some(pod_spec(c, &selector)),
+    };
+    let hash = short_hash(&serde_json::to_vec(&template).unwrap_or_default());
+    if let Some(a) = template.metadata.as_mut().and_then(|m| m.annotations.as_mut()) {
+        a.insert(TEMPLATE_HASH.to_owned(), hash);
+    }
+    template
+}
+
+/// The [`TEMPLATE_HASH`] of a pod template, if it has one.
+#[must_use]
+pub fn template_hash(template: &PodTemplateSpec) -> Option<&str> {
+    template.metadata.as_ref()?.annotations.as_ref()?.get(TEMPLATE_HASH).map(String::as_str)
+}
+
 fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
-    let mut env = pod::script_env(c);
+    let mut env = pod::server_env(c);
     env.extend([
-        pod::pod_name_env(),
         pod::env("CONF_DIR", CONF_DIR),
         pod::env("DATA_DIR", DATA_DIR),
-        pod::env("PRIMARY_FILE", scripts::config_path("primary")),
-        pod::env("MY_CNF", scripts::config_path(MY_CNF)),
+        pod::env("PRIMARY_FILE", scripts::config_path(memory::PRIMARY_KEY)),
+        pod::env("MY_CNF", format!("{}/{MY_CNF}", pod::OPTION_FILE_DIR)),
         // Written by join.sh (agent) when this server has diverged, read by probe.sh
         // (mysqld): /tmp is the emptyDir both containers mount.
         pod::env("REBUILD_MARKER", "/tmp/mysql-hook-rebuild-needed"),
@@ -106,6 +130,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::mount("run", "/var/run/mysqld", false),
         pod::mount("tmp", "/tmp", false),
         pod::config_mount(),
+        pod::mount(pod::OPTION_FILE_VOLUME, pod::OPTION_FILE_DIR, true),
         pod::scripts_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
@@ -142,6 +167,16 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 startup_probe: Some(probe("liveness", 10, 60)),
                 liveness_probe: Some(probe("liveness", 10, 6)),
                 readiness_probe: Some(probe("readiness", 2, 2)),
+                // A primary being deleted (drain, eviction) keeps serving until the
+                // hook's switchover has handed its role over (or PRESTOP_WAIT, below
+                // the grace period, has passed): seconds of refused writes, not a failover.
+                lifecycle: Some(Lifecycle {
+                    pre_stop: Some(LifecycleHandler {
+                        exec: Some(ExecAction { command: Some(pod::run_script("prestop.sh")) }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
                 ..container(MYSQLD, vec![server_binary(c.flavor).to_owned()])
             },
             Container {
@@ -151,6 +186,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         ],
         volumes: Some(vec![
             pod::config_volume(c),
+            pod::option_file_volume(c),
             pod::scripts_volume(),
             pod::empty_dir("conf"),
             pod::empty_dir("run"),
