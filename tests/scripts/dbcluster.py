@@ -5,7 +5,7 @@ is: hooks/scripts/init.sh copies the hook's rendered my.cnf into the server's
 conf.d, writes the per-pod server-id.cnf and initializes the empty data dir
 (root@'localhost' and root@'%' with the root password, no GTID).  The my.cnf
 is the one the hook renders for MariaDB, read from the committed golden
-fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config`, key `my.cnf`), plus
+fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config-<hash>`, key `my.cnf`), plus
 
 - options the scripts need that the rendered file lacks (NEEDED_OPTIONS; the
   ones actually added are in World.added_options and printed in the summary),
@@ -81,10 +81,11 @@ APP_PASSWORD = "app-pw"
 def hook_mariadb_cnf() -> str:
     """The my.cnf the hook renders for a MariaDB cluster (golden fixture)."""
     resp = json.loads(HOOK_CNF_FIXTURE.read_text())
+    # The option file lives in the content-addressed ConfigMap db-config-<hash>.
     for child in resp["children"]:
-        if child.get("kind") == "ConfigMap" and child["metadata"]["name"] == "db-config":
+        if child.get("kind") == "ConfigMap" and "my.cnf" in child.get("data", {}):
             return child["data"]["my.cnf"]
-    raise SetupError(f"no ConfigMap db-config in {HOOK_CNF_FIXTURE}")
+    raise SetupError(f"no ConfigMap with my.cnf in {HOOK_CNF_FIXTURE}")
 
 
 def cnf_options(text: str) -> dict[str, str]:
