@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
     shortname = "my",
     namespaced,
     status = "MySQLStatus",
-    validation = Rule::new("self.metadata.name.matches('^[a-z]')").message("metadata.name must start with a letter: it prefixes Service names, which are DNS-1035 labels"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and hold only lowercase letters, digits and '-' (no dots): it prefixes Service names, which are DNS-1035 labels"),
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".status.primary"}"#,
     printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
@@ -280,6 +280,16 @@ pub struct RolloutStatus {
     /// When the current step began; a step that takes longer than 10 minutes stops
     /// the rollout.
     pub step_started_at: Time,
+    /// Failed switchovers of this rollout so far: each waits longer before the next
+    /// (10 s, doubling, at most 5 min), since each one froze writes for a while.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub switchover_failures: i32,
+    /// No switchover of this rollout starts before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_switchover_time: Option<Time>,
+    /// Why the last switchover of this rollout failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_switchover_error: Option<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -602,6 +612,12 @@ pub struct RestoreStatus {
     pub restored: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The store and backup name resolved from `spec.restore` when the restore
+    /// started: the restore goes on from them if the `MySQLBackup` is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<BackupStorage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// A one-shot backup of a `MySQL` cluster in the same namespace, written to the

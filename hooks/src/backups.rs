@@ -38,12 +38,32 @@ pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
 /// The scheduled-backup CronJob, when a schedule is set and the cluster has a
 /// writable primary (a backup before that would copy nothing, or a restore in
 /// progress).
+///
+/// A schedule the CronJob controller would reject is not emitted (the API server
+/// would refuse the CronJob on every sync): the observed CronJob is kept as it is,
+/// and `SpecAccepted` names the field (see [`crate::model`]).
 #[must_use]
-pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool) -> Option<CronJob> {
+pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option<&CronJob>) -> Option<CronJob> {
     let (spec, storage) = settings(parent)?;
     let schedule = spec.schedule.as_deref()?;
     if !initialized {
         return None;
+    }
+    if crate::cron::check(schedule).is_err() {
+        return observed.map(|o| CronJob {
+            metadata: crate::build::meta(
+                o.metadata.name.as_deref().unwrap_or_default(),
+                o.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| k != "controller-uid")
+                    .collect(),
+            ),
+            spec: o.spec.clone(),
+            ..Default::default()
+        });
     }
     let name = c.names.cron_job("backup");
     let pod = BackupPod {

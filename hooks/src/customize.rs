@@ -2,8 +2,9 @@
 //! sync. The cluster's pods (servers and Job pods) are not children (their owners
 //! are the StatefulSet and the Jobs), yet readiness and Job results live on them.
 //!
-//! With `spec.restore.backup` it also asks for that `MySQLBackup`, whose status
-//! says where the backup is.
+//! It also asks for the servers' volume claims (see [`crate::finalize`]), and with
+//! `spec.restore.backup` for that `MySQLBackup`, whose status says where the
+//! backup is.
 //!
 //! The answer depends on the parent's name, namespace and immutable fields only, as Metacontroller
 //! caches it per parent generation. The namespace is always given: in v2 a rule
@@ -28,13 +29,24 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
         return Err(Error::InvalidRequest("parent.metadata.name and namespace are required".to_owned()));
     };
     let names = Names::new(name);
-    let mut related_resources = vec![RelatedResourceRule {
-        api_version: "v1".to_owned(),
-        resource: "pods".to_owned(),
-        namespace: Some(namespace.to_owned()),
-        label_selector: Some(LabelSelector { match_labels: labels::cluster_pods(&names) }),
-        names: Vec::new(),
-    }];
+    let mut related_resources = vec![
+        RelatedResourceRule {
+            api_version: "v1".to_owned(),
+            resource: "pods".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            label_selector: Some(LabelSelector { match_labels: labels::cluster_pods(&names) }),
+            names: Vec::new(),
+        },
+        // The servers' volume claims: finalize lets the StatefulSet go only once it
+        // owns none of them (else the garbage collector would delete retained data).
+        RelatedResourceRule {
+            api_version: "v1".to_owned(),
+            resource: "persistentvolumeclaims".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            label_selector: Some(LabelSelector { match_labels: labels::database_selector(&names) }),
+            names: Vec::new(),
+        },
+    ];
     // The MySQLBackup a new cluster is restored from (spec.restore is immutable).
     if let Some(backup) = request.parent.spec.restore.as_ref().and_then(|r| r.backup.as_ref()) {
         related_resources.push(RelatedResourceRule {

@@ -29,6 +29,7 @@ pub mod bootstrap;
 pub mod build;
 pub mod conditions;
 pub mod credentials;
+pub mod cron;
 pub mod customize;
 pub mod error;
 pub mod finalize;

@@ -220,8 +220,13 @@ pub fn recall(parent: &MySQL, observed: &Observed<'_>, names: &Names) -> Memory 
         .into_iter()
         .chain(annotation(NEWEST_VERSION).and_then(Version::parse))
         .chain(observed.members.values().filter_map(|m| {
-            let image = m.pod.spec.as_ref()?.containers.iter().find(|c| c.name == MYSQLD)?.image.as_deref()?;
-            Version::of_image(image)
+            // What the pod's template declared (a custom image need not carry the
+            // version in its tag), else the image tag.
+            let declared = m.pod.metadata.annotations.as_ref().and_then(|a| a.get(crate::build::statefulset::VERSION));
+            declared.and_then(|v| Version::parse(v)).or_else(|| {
+                let image = m.pod.spec.as_ref()?.containers.iter().find(|c| c.name == MYSQLD)?.image.as_deref()?;
+                Version::of_image(image)
+            })
         }))
         .max();
 

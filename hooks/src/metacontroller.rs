@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     batch::v1::{CronJob, Job},
-    core::v1::{ConfigMap, Pod, Secret, Service},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
     policy::v1::PodDisruptionBudget,
 };
@@ -73,6 +73,10 @@ pub struct Related {
     /// The `MySQLBackup` named by `spec.restore.backup`, if any.
     #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
     pub mysql_backups: ByKey<MySQLBackup>,
+    /// The servers' volume claims (the StatefulSet's controller labels them with
+    /// its selector): finalize checks which of them the StatefulSet still owns.
+    #[serde(rename = "PersistentVolumeClaim.v1", default)]
+    pub claims: ByKey<PersistentVolumeClaim>,
 }
 
 /// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).

@@ -78,6 +78,7 @@ impl Cluster {
         observed: &Observed<'_>,
         scripts_image: &str,
         primary: Option<&str>,
+        newest_version: Option<Version>,
     ) -> (Self, Vec<Problem>) {
         let spec = &parent.spec;
         let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
@@ -112,7 +113,7 @@ impl Cluster {
         };
 
         // Resources: canonical quantities, or the running ones.
-        let resources = match spec.resources.as_ref().map(canonical_resources).transpose() {
+        let resources = match spec.resources.as_ref().map(checked_resources).transpose() {
             Ok(r) => r,
             Err(e) => {
                 problems.push(Problem { reason: "InvalidResources", message: format!("spec.resources: {e}") });
@@ -175,11 +176,9 @@ impl Cluster {
         // Version: refused changes keep the running image.
         let wanted_image = spec.image.clone().unwrap_or_else(|| format!("{}:{}", spec.flavor.as_str(), spec.version));
         let running_image = running_mysqld.and_then(|c| c.image.clone());
-        let running_version = parent
-            .status
-            .as_ref()
-            .and_then(|s| s.version.as_deref())
-            .and_then(Version::parse)
+        // The newest version any server has run (its data may be upgraded to it).
+        let running_version = newest_version
+            .or_else(|| parent.status.as_ref().and_then(|s| s.version.as_deref()).and_then(Version::parse))
             .or_else(|| running_image.as_deref().and_then(Version::of_image));
         let (image, version) = match (running_version, Version::parse(&spec.version)) {
             (Some(from), Some(to)) => match version::check(spec.flavor, from, to) {
@@ -192,11 +191,26 @@ impl Cluster {
                             spec.version
                         ),
                     });
-                    (running_image.unwrap_or(wanted_image), from.to_string())
+                    let running_declared = running
+                        .and_then(|s| s.template.metadata.as_ref())
+                        .and_then(|m| m.annotations.as_ref())
+                        .and_then(|a| a.get(crate::build::statefulset::VERSION))
+                        .cloned();
+                    (running_image.unwrap_or(wanted_image), running_declared.unwrap_or_else(|| from.to_string()))
                 }
             },
             _ => (wanted_image, spec.version.clone()),
         };
+        if let Some(schedule) = spec.backup.as_ref().and_then(|b| b.schedule.as_deref())
+            && let Err(why) = crate::cron::check(schedule)
+        {
+            problems.push(Problem {
+                reason: "InvalidSchedule",
+                message: format!(
+                    "spec.backup.schedule {schedule:?}: {why}; the backup CronJob keeps its current schedule"
+                ),
+            });
+        }
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -249,6 +263,33 @@ fn volume_spec(
         volume_mode: Some("Filesystem".to_owned()),
         ..Default::default()
     })
+}
+
+/// Canonical resources, or why the API server would reject the StatefulSet that
+/// carries them (which would also block scaling and every rollout step).
+fn checked_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, String> {
+    let canonical = canonical_resources(r).map_err(|e| e.to_string())?;
+    if canonical.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err("claims (dynamic resource allocation) are not supported for the servers".to_owned());
+    }
+    let value = |q: &Quantity| quantity::nanos(q).map_err(|e| e.to_string());
+    for (kind, map) in [("requests", &canonical.requests), ("limits", &canonical.limits)] {
+        for (name, q) in map.iter().flatten() {
+            if value(q)? < 0 {
+                return Err(format!("{kind}.{name} is negative ({})", q.0));
+            }
+        }
+    }
+    if let (Some(requests), Some(limits)) = (&canonical.requests, &canonical.limits) {
+        for (name, request) in requests {
+            if let Some(limit) = limits.get(name)
+                && value(request)? > value(limit)?
+            {
+                return Err(format!("requests.{name} ({}) is above limits.{name} ({})", request.0, limit.0));
+            }
+        }
+    }
+    Ok(canonical)
 }
 
 fn canonical_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, quantity::InvalidQuantity> {

@@ -122,6 +122,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         &observed,
         &ctx.scripts_image,
         mysql.status.as_ref().and_then(|s| s.primary.as_deref()),
+        None,
     );
     let (pods_env, source) = pods_replicas_first(&cluster, &observed);
 

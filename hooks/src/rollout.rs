@@ -152,6 +152,9 @@ fn hold_new_template(f: &Facts<'_>) -> Plan {
         updated: Vec::new(),
         step,
         step_started_at,
+        switchover_failures: 0,
+        next_switchover_time: None,
+        last_switchover_error: None,
     };
     Plan {
         partition: c.replicas,
@@ -232,7 +235,16 @@ fn walk(f: &Facts<'_>, members: &[&Member<'_>], update_revision: &str, observed_
                 .filter(|m| m.ordinal > next && m.ready && on_new(m) && m.name != c.primary)
                 .max_by_key(|m| m.ordinal);
             let fallback = members.iter().filter(|m| m.ready && m.name != c.primary).min_by_key(|m| m.ordinal);
+            let backoff = prev_rollout.and_then(|r| r.next_switchover_time.as_ref()).filter(|t| f.now < t.0);
             match updated_replica.or(fallback) {
+                Some(target) if backoff.is_some() => (
+                    format!("switchover {} to {}", c.primary, target.name),
+                    Some(format!(
+                        "the last switchover failed ({}); the next one starts at {}",
+                        prev_rollout.and_then(|r| r.last_switchover_error.as_deref()).unwrap_or("no reason"),
+                        backoff.map(|t| crate::jobs::seconds(t.0)).unwrap_or_default()
+                    )),
+                ),
                 Some(target) => {
                     switchover_to = Some(target.name.to_owned());
                     (format!("switchover {} to {}", c.primary, target.name), None)
@@ -255,6 +267,9 @@ fn walk(f: &Facts<'_>, members: &[&Member<'_>], update_revision: &str, observed_
         updated: updated.clone(),
         step: step.clone(),
         step_started_at: step_started_at.clone(),
+        switchover_failures: prev_rollout.map_or(0, |r| r.switchover_failures),
+        next_switchover_time: prev_rollout.and_then(|r| r.next_switchover_time.clone()),
+        last_switchover_error: prev_rollout.and_then(|r| r.last_switchover_error.clone()),
     };
     let progress = format!("{}/{n} servers on revision {update_revision}", updated.len());
     if overdue && (waiting.is_some() || switchover_to.is_some()) {

@@ -9,7 +9,7 @@ use k8s_openapi::{
 };
 
 use crate::{
-    Context,
+    Context, Timestamp,
     api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
     backups,
     bootstrap::{self, Bootstrap},
@@ -45,6 +45,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         &observed,
         &ctx.scripts_image,
         memory.primary.as_ref().map(|p| p.pod.as_str()),
+        memory.newest_version,
     );
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
@@ -107,7 +108,12 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
-    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
+    let observed_cron = request
+        .children
+        .cron_jobs
+        .values()
+        .find(|j| j.metadata.name.as_deref() == Some(cluster.names.cron_job("backup").as_str()));
+    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized(), observed_cron) {
         children.push(Child::CronJob(Box::new(cron_job)));
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -121,8 +127,21 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         ctx,
     );
     add_backup_status(&mut status, request, &cluster, &pods, &previous, &restore, ctx);
-    let busy =
-        status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_)) || restore.blocks_bootstrap;
+    // A rollout's switchover that failed: the next one waits (each froze writes).
+    if let (Some(why), Some(rollout)) = (&roles.rollout_switchover_failed, status.rollout.as_mut()) {
+        rollout.switchover_failures = rollout.switchover_failures.saturating_add(1);
+        let wait = roles::backoff_seconds(rollout.switchover_failures);
+        let now = Timestamp::from_second(ctx.now.as_second()).unwrap_or(ctx.now);
+        rollout.next_switchover_time = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(wait))
+            .ok()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
+        rollout.last_switchover_error = Some(why.clone());
+    }
+    let busy = status.phase != Some(Phase::Running)
+        || matches!(bootstrap, Bootstrap::Running(_))
+        || restore.blocks_bootstrap
+        || !crate::conditions::is_true(&status.conditions, TEMPLATE_APPLIED);
     let resync =
         [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after].into_iter().flatten().min();
     Ok(SyncResponse { status, children, resync_after_seconds: resync })
@@ -267,6 +286,44 @@ fn older_option_files(c: &Cluster, observed: &Observed<'_>) -> Vec<k8s_openapi::
         .collect()
 }
 
+/// Condition: whether the StatefulSet in the cluster carries the hook's current
+/// pod template. The API server may keep rejecting what the hook emits (a value it
+/// refuses that the CRD could not catch): Metacontroller then only logs and records
+/// `SyncError` events, and without this condition the cluster would look merely
+/// "held" while nothing can change (scaling, rollouts).
+pub const TEMPLATE_APPLIED: &str = "TemplateApplied";
+/// How long a template may take to reach the StatefulSet before it is reported as
+/// not applied.
+pub const APPLY_SECONDS: i64 = 120;
+
+fn template_applied(c: &Cluster, observed: &Observed<'_>, previous: &MySQLStatus, ctx: &Context) -> roles::Verdict {
+    let verdict = |status, reason, message| roles::Verdict { type_: TEMPLATE_APPLIED, status, reason, message };
+    let desired = statefulset::template(c);
+    let want = statefulset::template_hash(&desired).unwrap_or_default();
+    let have = observed.stateful_set.map(|s| statefulset::template_hash(&s.spec.template));
+    if have == Some(Some(want)) {
+        return verdict(true, "Applied", format!("the StatefulSet carries template {want}"));
+    }
+    let since = previous
+        .conditions
+        .iter()
+        .find(|x| x.type_ == TEMPLATE_APPLIED && x.status == "False")
+        .map_or(ctx.now, |x| x.last_transition_time.0);
+    let what = if have.is_none() { "does not exist yet (template" } else { "does not carry the new template" };
+    let late = ctx.now.as_second() - since.as_second() > APPLY_SECONDS;
+    let message = format!(
+        "the StatefulSet {what} {want}{} since {}{}",
+        if have.is_none() { ")" } else { "" },
+        crate::jobs::seconds(since),
+        if late {
+            "; the API server is probably rejecting it: see the SyncError events of this MySQL (kubectl describe)"
+        } else {
+            ""
+        }
+    );
+    verdict(false, if late { "NotApplied" } else { "Applying" }, message)
+}
+
 /// What this sync decided, for the status.
 struct Decisions<'a> {
     bootstrap: &'a Bootstrap,
@@ -380,6 +437,8 @@ fn status(
     for v in roles.conditions.iter().chain([&rollout.verdict]) {
         conditions.set(v.type_, v.status, v.reason, v.message.clone());
     }
+    let applied = template_applied(c, observed, previous, ctx);
+    conditions.set(TEMPLATE_APPLIED, applied.status, applied.reason, applied.message);
 
     MySQLStatus {
         phase: Some(phase),

@@ -182,6 +182,8 @@ pub struct Roles {
     pub role_changes: Vec<RoleChange>,
     pub conditions: Vec<Verdict>,
     pub resync_after: Option<u32>,
+    /// A rollout's switchover failed in this sync: why (the rollout backs off).
+    pub rollout_switchover_failed: Option<String>,
 }
 
 impl Roles {
@@ -209,6 +211,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
         role_changes: prev.role_changes.clone(),
         conditions: Vec::new(),
         resync_after: None,
+        rollout_switchover_failed: None,
     };
     let role_jobs = memory::role_jobs(input.observed, &c.names);
 
@@ -523,6 +526,7 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
             f.last_error = Some(why.to_owned());
             r.failover = Some(f);
         }
+        OperationKind::Switchover if op.reason == ROLLOUT => r.rollout_switchover_failed = Some(why.to_owned()),
         OperationKind::Switchover if op.reason != REQUESTED => {}
         OperationKind::Switchover => {
             r.switchover = Some(SwitchoverStatus {
