@@ -526,10 +526,135 @@ def main():
 
     reliability_scenarios(st, live)
 
+    safety_scenarios(running, st, live, deleting)
+
     # Customize.
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
+
+
+# ---------------------------------------------------------------- safety (issues 14, 20)
+
+def claim(ordinal, owner=None):
+    """A server volume claim, as the StatefulSet controller creates it; `owner`: the
+    StatefulSet that owns it (whenDeleted: Delete), if any."""
+    meta = {"name": f"data-db-{ordinal}", "namespace": NS, "uid": f"30000000-0000-4000-8000-{ordinal:012d}",
+            "labels": {"app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
+                       "app.kubernetes.io/component": "database"}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner,
+                                    "uid": "00000000-0000-4000-8000-000000000009", "controller": True,
+                                    "blockOwnerDeletion": True}]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+            "status": {"phase": "Bound"}}
+
+
+def safety_scenarios(running, st, live, deleting):
+    """What must hold whatever the status says, and how a role change starts safely."""
+    healthy = pods([True, True, True])
+    down = "2026-11-29T11:59:00Z"
+
+    # The status wiped (an object restored without it): after a failover moved the
+    # primary to db-1, the ConfigMap's memory and the kept failover Job say so.
+    recorded = response_of("sync", "failover-recorded")
+    if recorded is not None:
+        fjob = job_named(recorded, "failover")
+        promoted = '{"result":"promoted","from":"db-0","primary":"db-1","semiSync":true}'
+        write("sync", "status-lost-after-failover", request(
+            parent(), observed(recorded["children"], {fjob: "succeeded"}),
+            related(*healthy, job_pod(fjob, "failover", promoted))))
+        # The Job's pod gone too: the ConfigMap alone remembers.
+        write("sync", "status-lost-configmap-only", request(
+            parent(), observed([c for c in recorded["children"] if c["kind"] != "Job"]), related(*healthy)))
+
+    # Quorum: the primary's server and one replica's are down; one replica is Ready.
+    crashed = [server_pod("db-0", 0, False, down, mysqld="waiting"), server_pod("db-1", 1, True),
+               server_pod("db-2", 2, False, down, mysqld="waiting")]
+    write("sync", "failover-no-quorum", request(parent(status=st), live, related(*crashed)))
+    write("sync", "failover-forced", request(
+        annotated(parent(status=st), **{"mysqlhook.dev/force-failover": "db-0"}), live, related(*crashed)))
+    # A primary that restarted read-only: not Ready, its server runs; the replicas too.
+    restarted = [server_pod("db-0", 0, False, down), server_pod("db-1", 1, True), server_pod("db-2", 2, True)]
+    write("sync", "failover-primary-restarted", request(parent(status=st), live, related(*restarted)))
+
+    # A single server that restarted read-only becomes writable again by a Job.
+    single = response_of("sync", "single-server")
+    if single is not None:
+        sp = [server_pod("db-0", 0, True)]
+        sreq = request(parent(replicas=1, status=single["status"]), observed(single["children"]), related(*sp))
+        write("sync", "single-server-primary-ready", sreq)
+        sready = response_of("sync", "single-server-primary-ready")
+        if sready is not None and sready.get("children"):
+            bjobs = [c for c in sready["children"] if c["kind"] == "Job"]
+            if bjobs:
+                bname = bjobs[0]["metadata"]["name"]
+                write("sync", "single-server-bootstrapped", request(
+                    parent(replicas=1, status=sready["status"]), observed(sready["children"], {bname: "succeeded"}),
+                    related(*sp, job_pod(bname, "bootstrap", '{"result":"bootstrapped","primary":"db-0","semiSync":false}'))))
+                sboot = response_of("sync", "single-server-bootstrapped")
+                if sboot is not None:
+                    write("sync", "single-server-restarted", request(
+                        parent(replicas=1, status=sboot["status"]), observed(sboot["children"], {bname: "succeeded"}),
+                        related(server_pod("db-0", 0, False, down))))
+
+    # A drain: the primary's pod is being deleted while its server still runs.
+    draining = server_pod("db-0", 0, False, "2026-11-29T11:59:58Z")
+    draining["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:58Z"
+    draining["metadata"]["deletionGracePeriodSeconds"] = 120
+    write("sync", "primary-terminating", request(parent(status=st), live,
+                                                  related(draining, *healthy[1:])))
+
+    # A failover Job that promoted db-1 and then failed (repointing): db-1 is the primary.
+    started = response_of("sync", "failover-past-grace")
+    if started is not None:
+        fjob = job_named(started, "failover")
+        half = '{"result":"error","reason":"script-failed","message":"repointing db-2 failed","from":"db-0","promoted":"db-1"}'
+        primary_down = [server_pod("db-0", 0, False, down)] + healthy[1:]
+        write("sync", "failover-failed-after-promotion", request(
+            parent(status=started["status"]), observed(started["children"], {fjob: "failed"}),
+            related(*primary_down, job_pod(fjob, "failover", half, 1))))
+
+    # Over retained volumes the bootstrap Job chose the most advanced server, db-2.
+    primary_ready = response_of("sync", "primary-ready")
+    if primary_ready is not None:
+        bjob = job_named(primary_ready, "bootstrap")
+        chose = '{"result":"bootstrapped","primary":"db-2","semiSync":true,"replicas":["db-0","db-1"],"rebuildNeeded":[]}'
+        write("sync", "bootstrap-chose-most-advanced", request(
+            parent(status=primary_ready["status"]), observed(primary_ready["children"], {bjob: "succeeded"}),
+            related(*healthy, job_pod(bjob, "bootstrap", chose))))
+
+    # The spec edited again in the middle of a walk: every pod is held at once.
+    r3 = response_of("sync", "upgrade-3-release-db-1")
+    if r3 is not None:
+        write("sync", "upgrade-edited-mid-walk", request(parent(status=r3["status"], version="8.4.6"),
+                                                         rolling(r3["children"]), related(*revision_pods("ONN"))))
+    # Reverting a started upgrade across a series: db-2 already ran 8.4.5.
+    upgrade = response_of("sync", "upgrade-2-db-2-restarting")
+    if upgrade is not None:
+        ran = revision_pods("OON")
+        ran[2]["metadata"]["annotations"] = {"mysqlhook.dev/version": "9.1.0"}
+        write("sync", "upgrade-revert-after-new-major", request(parent(status=st), rolling(upgrade["children"]),
+                                                                  related(*ran)))
+
+    # Specs the API server would reject.
+    write("sync", "invalid-schedule", request(parent(status=st, backup=dict(PVC_BACKUP, schedule="61 * * * *")),
+                                              live, related(*healthy)))
+    write("sync", "resources-above-limits", request(parent(status=st, resources={
+        "requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}}), live, related(*healthy)))
+
+    # Deletion with Retain while the StatefulSet still owns a claim (an earlier Delete).
+    write("finalize", "retain-claims-owned", request(
+        deleting(), live, dict(related(*healthy), **{"PersistentVolumeClaim.v1": {
+            f"{NS}/data-db-{i}": claim(i, owner="db" if i == 2 else None) for i in range(3)}}), True))
+    # deletionPolicy Backup of a cluster that never finished bootstrapping.
+    new = response_of("sync", "new-cluster")
+    if new is not None:
+        never = parent(status=new["status"], deletionPolicy="Backup", backup=PVC_BACKUP)
+        never["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:50Z"
+        write("finalize", "backup-never-initialized", request(never, observed(new["children"]),
+                                                              related(*pods([False, False, False])), True))
 
 
 # ---------------------------------------------------------------- backups and restores
@@ -672,6 +797,17 @@ def backup_scenarios(running, st, live, deleting):
                 {"result": "restored", "pod": f"db-{i}", "from": "/backups/old/nightly-backup-a41c2", "pitr": False,
                  "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711"}, separators=(",", ":")))], "Succeeded", main="restore")
             all_jobs = list(rr["children"]) + [dict(jobs_of(rr)[0], metadata=dict(jobs_of(rr)[0]["metadata"], name=restore_jobs[2]))]
+            # The MySQLBackup deleted in the middle: the recorded store and name carry on,
+            # and the running restore Jobs are not deleted.
+            write("sync", "restore-backup-deleted", request(
+                parent(restore=from_backup, status=rr["status"]), observed(rr["children"]),
+                with_backups(related(*pods([True, True, True]), restored(restore_jobs[0], 0)))))
+            forgotten = copy.deepcopy(rr["status"])
+            forgotten["restore"].pop("storage", None)
+            forgotten["restore"].pop("name", None)
+            write("sync", "restore-backup-deleted-unrecorded", request(
+                parent(restore=from_backup, status=forgotten), observed(rr["children"]),
+                with_backups(related(*pods([True, True, True])))))
             write("sync", "restore-done", request(
                 parent(restore=from_backup, status=rr["status"]),
                 observed(all_jobs, {j: "succeeded" for j in restore_jobs}),
