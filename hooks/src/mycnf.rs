@@ -1,10 +1,27 @@
 //! The `my.cnf` every server starts with.
 //!
 //! Safe replication defaults come first and cannot be overridden: GTIDs, row-based
-//! binary logs that replicas log too, crash-safe relay logs, and every server
+//! binary logs that replicas log too, every commit durable on disk, and every server
 //! starting read-only so that only a promotion step ever makes one writable.
 //! `spec.config` follows. The server id and report host are per pod and are written
-//! by `init.sh`.
+//! by `init.sh`. Why each safety option is set (after MOCO's `pkg/mycnf`):
+//!
+//! - `sync_binlog = 1`, `innodb_flush_log_at_trx_commit = 1`: a commit that returned
+//!   OK is on disk on the primary (and, with semi-sync, received by a replica).
+//! - `relay_log_recovery = OFF`: with lossless semi-sync a replica acknowledges a
+//!   transaction once it is in its relay log, before it is applied. Recovery ON would
+//!   throw a restarted replica's relay log away; if the primary then dies, an
+//!   acknowledged commit that only this replica held is lost (a chained failure).
+//!   With GTID auto-positioning an incomplete last event is fetched again.
+//! - `read_only` (and MySQL's `super_read_only`) ON, `skip_replica_start` ON: a
+//!   restarted server is never writable and never replicates from a stale source
+//!   until the agent or a role-change Job decides.
+//! - semi-sync: wait `AFTER_SYNC` (the commit is invisible until acknowledged), a
+//!   timeout of ~49 days and wait with no replica: never a silent fallback to
+//!   asynchronous replication. MySQL's options carry the `loose_` prefix: the plugins
+//!   are loaded by `plugin_load_add`, which `mysqld --initialize` does not do, and an
+//!   unknown option would abort it.
+//! - `skip_name_resolve`: accounts are by address; a slow DNS never delays a login.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -86,17 +103,17 @@ pub fn render(flavor: Flavor, config: &BTreeMap<String, String>) -> String {
             ("log_replica_updates", "ON"),
             ("sync_binlog", "1"),
             ("innodb_flush_log_at_trx_commit", "1"),
-            ("relay_log_recovery", "ON"),
+            ("relay_log_recovery", "OFF"),
             ("skip_replica_start", "ON"),
             ("read_only", "ON"),
             ("super_read_only", "ON"),
             ("plugin_load_add", "semisync_source.so"),
             ("plugin_load_add", "semisync_replica.so"),
-            ("rpl_semi_sync_source_wait_point", "AFTER_SYNC"),
-            ("rpl_semi_sync_source_wait_for_replica_count", "1"),
-            ("rpl_semi_sync_source_timeout", "4294967295"),
-            ("rpl_semi_sync_source_wait_no_replica", "ON"),
-            ("rpl_semi_sync_replica_enabled", "ON"),
+            ("loose_rpl_semi_sync_source_wait_point", "AFTER_SYNC"),
+            ("loose_rpl_semi_sync_source_wait_for_replica_count", "1"),
+            ("loose_rpl_semi_sync_source_timeout", "4294967295"),
+            ("loose_rpl_semi_sync_source_wait_no_replica", "ON"),
+            ("loose_rpl_semi_sync_replica_enabled", "ON"),
             ("relay_log", "relay-bin"),
             ("replica_net_timeout", "10"),
             ("skip_name_resolve", "ON"),
@@ -110,7 +127,7 @@ pub fn render(flavor: Flavor, config: &BTreeMap<String, String>) -> String {
             ("gtid_strict_mode", "ON"),
             ("sync_binlog", "1"),
             ("innodb_flush_log_at_trx_commit", "1"),
-            ("relay_log_recovery", "ON"),
+            ("relay_log_recovery", "OFF"),
             ("skip_slave_start", "ON"),
             ("read_only", "ON"),
             ("rpl_semi_sync_master_wait_point", "AFTER_SYNC"),
