@@ -192,6 +192,93 @@ sql_set_read_only() {
     mariadb) sql "$1" "SET SESSION lock_wait_timeout=10; SET GLOBAL read_only=ON" ;;
   esac
 }
+# One attempt at read-only with a bounded wait for the locks it needs (the
+# global read lock and the commit lock: a running statement or a commit that
+# waits for a semi-sync acknowledgement blocks it until lock_wait_timeout).
+# sql_try_read_only POD SECONDS
+# MySQL: lock_wait_timeout (RM 7.1.8, sysvar_lock_wait_timeout), super_read_only.
+sql_try_read_only() {
+  local t=$2
+  case $FLAVOR in
+    mysql)   SQL_TIMEOUT=$((t + CONNECT_TIMEOUT + 5)) sql "$1" "SET SESSION lock_wait_timeout=$t; SET GLOBAL super_read_only=ON" ;;
+    mariadb) SQL_TIMEOUT=$((t + CONNECT_TIMEOUT + 5)) sql "$1" "SET SESSION lock_wait_timeout=$t; SET GLOBAL read_only=ON" ;;
+  esac
+}
+# 1 when no client can write: MySQL super_read_only (it implies read_only);
+# MariaDB read_only (see the fencing caveat in README.md).
+sql_is_fenced() {
+  case $FLAVOR in
+    mysql)   sql "$1" "SELECT @@global.super_read_only" ;;
+    mariadb) sql "$1" "SELECT @@global.read_only" ;;
+  esac
+}
+# This connection's id, then the process list: Id User Host db Command Time
+# State Info (MariaDB adds Progress), tab separated.
+# MySQL: CONNECTION_ID() (RM 14.15), SHOW PROCESSLIST (RM 15.7.7.32).
+# MariaDB: the same statements.
+sql_processlist() { sql "$1" "SELECT CONNECTION_ID(); SHOW PROCESSLIST"; }
+# KILL CONNECTION (RM 15.7.8.4; MariaDB the same).  A thread that is already
+# gone (ER_NO_SUCH_THREAD) is not an error.
+sql_kill_connection() { sql "$1" "KILL CONNECTION $2" 2>/dev/null || true; }
+
+# processlist_victims < sql_processlist output: the ids of the client
+# connections a fence kills -- all but this connection (first line), the
+# replication threads (source side: Binlog Dump / Binlog Dump GTID; replica
+# side: user "system user", MariaDB commands Slave_IO / Slave_SQL /
+# Slave_worker) and system / daemon threads (event_scheduler, Daemon).  Pure.
+processlist_victims() {
+  local own="" line id user host db cmd rest
+  IFS= read -r own || return 0
+  while IFS=$'\t' read -r id user host db cmd rest; do
+    [[ $id =~ ^[0-9]+$ ]] || continue
+    [ "$id" != "$own" ] || continue
+    case $user in "system user"|event_scheduler) continue ;; esac
+    case $cmd in "Binlog Dump"|"Binlog Dump GTID"|Daemon|Slave_IO|Slave_SQL|Slave_worker) continue ;; esac
+    printf '%s\n' "$id"
+  done
+}
+# kill_client_connections POD: kill every client connection (see above);
+# prints how many were killed.
+kill_client_connections() {
+  local pod=$1 id n=0 list
+  list=$(sql_processlist "$pod" | processlist_victims) || return 1
+  for id in $list; do sql_kill_connection "$pod" "$id"; n=$((n + 1)); done
+  printf '%s' "$n"
+}
+
+# fence POD: make POD read-only (MySQL super_read_only) so that no client
+# commit can succeed there any more, and cut off its clients:
+#   1. SET read_only with lock_wait_timeout FENCE_LOCK_WAIT [2] s;
+#   2. blocked (a long statement, a held lock, a commit waiting for a
+#      semi-sync acknowledgement): kill the client connections and retry,
+#      FENCE_ATTEMPTS [4] times in all;
+#   3. once read-only, kill the client connections again (sessions with an
+#      open transaction; MariaDB accounts that bypass read_only);
+#   4. verify read-only.
+# A commit killed while it waited for its acknowledgement was never
+# acknowledged to its client; it may stay in POD's binary log (an unacknowledged
+# tail: POD is then reported rebuildNeeded if another server is promoted).
+# Returns 0 when fenced.
+FENCE_LOCK_WAIT=${FENCE_LOCK_WAIT:-2}
+FENCE_ATTEMPTS=${FENCE_ATTEMPTS:-4}
+fence() {
+  local pod=$1 i err killed
+  for (( i = 1; i <= FENCE_ATTEMPTS; i++ )); do
+    if err=$(sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" 2>&1 >/dev/null); then
+      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
+      if [ "$(sql_is_fenced "$pod" 2>/dev/null)" = 1 ]; then
+        log "fence $pod: read-only, $killed client connection(s) killed"
+        return 0
+      fi
+    else
+      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
+      log "fence $pod: attempt $i: ${err##*$'\n'}; killed $killed client connection(s)"
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+
 # Allow the administrative (root) session to write while applications still
 # cannot: MySQL super_read_only=OFF, read_only stays ON (RM 7.1.8).
 # MariaDB: root already bypasses read_only; nothing to do.
@@ -460,7 +547,9 @@ sql_reset_replica_all() {
   esac
 }
 
-# Make POD a (semi-sync) replica of SRC_POD, GTID auto-positioned.
+# Make POD a (semi-sync) replica of SRC_POD, GTID auto-positioned.  POD is
+# made read-only first (verified; returns 1 otherwise): a replica is never
+# writable.  Returns non-zero on any failure (callers decide).
 # MySQL: STOP REPLICA (RM 15.4.2.5);
 #   CHANGE REPLICATION SOURCE TO SOURCE_HOST, SOURCE_PORT, SOURCE_USER,
 #   SOURCE_PASSWORD, SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1
@@ -475,7 +564,10 @@ sql_make_replica() {
   local pod=$1 src=$2 h p pw
   h=$(sql_quote "$(pod_host "$src")"); p=$(pod_port "$src")
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
-  sql_disable_semisync_source "$pod"
+  # never a writable replica: read-only first, and verified
+  sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" || { log "$pod: cannot be made read-only"; return 1; }
+  [ "$(sql_is_fenced "$pod")" = 1 ] || { log "$pod: still writable"; return 1; }
+  sql_disable_semisync_source "$pod" || return 1
   case $FLAVOR in
     mysql)
       sql "$pod" "STOP REPLICA;
@@ -484,21 +576,21 @@ sql_make_replica() {
           SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1,
           SOURCE_CONNECT_RETRY=5, SOURCE_RETRY_COUNT=86400;
         SET GLOBAL rpl_semi_sync_replica_enabled=ON;
-        START REPLICA" ;;
+        START REPLICA" || return 1 ;;
     mariadb)
       local binpos slavepos pos
-      sql "$pod" "STOP SLAVE"
-      binpos=$(sql "$pod" "SELECT @@global.gtid_binlog_pos")
-      slavepos=$(sql "$pod" "SELECT @@global.gtid_slave_pos")
+      sql "$pod" "STOP SLAVE" || return 1
+      binpos=$(sql "$pod" "SELECT @@global.gtid_binlog_pos") || return 1
+      slavepos=$(sql "$pod" "SELECT @@global.gtid_slave_pos") || return 1
       pos=$(mdb_pos_max "$binpos" "$slavepos")
       if [ "$pos" != "$slavepos" ]; then
-        sql "$pod" "SET GLOBAL gtid_slave_pos=$(sql_quote "$pos")"
+        sql "$pod" "SET GLOBAL gtid_slave_pos=$(sql_quote "$pos")" || return 1
       fi
       sql "$pod" "CHANGE MASTER TO MASTER_HOST=$h, MASTER_PORT=$p,
           MASTER_USER='$REPL_USER', MASTER_PASSWORD=$pw,
           MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=5;
         SET GLOBAL rpl_semi_sync_slave_enabled=ON;
-        START SLAVE" ;;
+        START SLAVE" || return 1 ;;
   esac
 }
 

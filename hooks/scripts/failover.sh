@@ -1,7 +1,10 @@
 #!/bin/bash
 # failover.sh -- Job.  PRIMARY is dead or unhealthy: promote the most advanced
 # healthy replica.
-#   1. fence PRIMARY if it answers (read only; super_read_only on MySQL);
+#   1. fence PRIMARY if it answers (common.sh `fence`: read only,
+#      super_read_only on MySQL, client connections killed), and any other
+#      writable member; one that answers and cannot be fenced: fence-failed,
+#      nothing promoted;
 #   2. stop the IO (receiver) thread on every reachable replica, so nothing new
 #      arrives and the old primary cannot collect semi-sync acknowledgements;
 #   3. skip errant replicas (rule in README.md) and pick the one whose
@@ -20,15 +23,20 @@ old=${PRIMARY:-}
 is_member "$old" || fail bad-env "PRIMARY '$old' is not in PODS"
 r_str from "$old"
 
-# 1. fence
+# 1. fence: nothing is promoted while another member answers and is not
+#    fenced (read-only, client connections killed).
 old_up=false fenced=false old_exec=""
 if reachable "$old"; then
   old_up=true
-  for _ in 1 2 3; do
-    if sql_set_read_only "$old" 2>/dev/null && [ "$(sql_is_read_only "$old")" = 1 ]; then fenced=true; break; fi
-    sleep 1
-  done
-  old_exec=$(sql_gtid_executed "$old" 2>/dev/null || true)
+  if fence "$old"; then
+    fenced=true
+  elif reachable "$old"; then
+    fail fence-failed "$old answers but could not be made read-only (see the log); nothing promoted"
+  else
+    old_up=false
+    log "old primary $old stopped answering while being fenced"
+  fi
+  [ "$old_up" = true ] && old_exec=$(sql_gtid_executed "$old")
   log "old primary $old answers; fenced=$fenced"
 else
   log "old primary $old does not answer"
@@ -41,22 +49,21 @@ for p in "${POD_NAMES[@]}"; do
 done
 r_arr unreachable "${unreachable[@]}"
 
-# Promoted by an earlier run?
-writable=()
+# Promoted by an earlier run?  Any other writable member is fenced.
+writable=() loose=()
 for p in "${members[@]}"; do
+  [ "$(sql_is_read_only "$p")" = 0 ] || continue
   sql_replica_status "$p"
-  if [ "$(sql_is_read_only "$p")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then writable+=("$p"); fi
+  if [ "$RS_CONFIGURED" = 0 ]; then writable+=("$p"); else loose+=("$p"); fi
 done
-(( ${#writable[@]} <= 1 )) || fail split-brain "more than one writable member: ${writable[*]}"
-
-if [ "$old_up" = true ] && [ "$fenced" = false ]; then
-  # The old primary answers but could not be fenced (commits stuck?).  That is
-  # only safe while it runs lossless semi-sync: with every receiver stopped it
-  # cannot complete a commit.  Otherwise refuse.
-  if [ "$(sql_semisync_source_enabled "$old" 2>/dev/null || echo 0)" != 1 ]; then
-    fail fence-failed "$old answers, is still writable and not semi-synchronous"
-  fi
+if (( ${#writable[@]} > 1 )); then
+  for p in "${writable[@]}"; do fence "$p" || true; done
+  fail split-brain "more than one writable member: ${writable[*]} (fenced; a rerun chooses among them)"
 fi
+for p in "${loose[@]}"; do
+  log "$p is a writable replica; fencing it"
+  fence "$p" || fail fence-failed "$p answers, is writable and could not be made read-only; nothing promoted"
+done
 r_raw fenced "$fenced"
 
 semisync=false
