@@ -71,8 +71,12 @@ result_line() {
     (( trunc )) && line+=',"truncated":true'
     line+="}"
     (( ${#line} < 4000 )) && break
-    (( ${#fields[@]} > 0 )) || break
-    unset 'fields[-1]'; trunc=1   # too long for a termination message
+    # too long for a termination message: drop the last field, never
+    # "promoted" nor "reason" (the hook acts on them)
+    local i=$(( ${#fields[@]} - 1 ))
+    while (( i >= 0 )) && [[ ${fields[i]} == '"promoted":'* || ${fields[i]} == '"reason":'* ]]; do i=$((i - 1)); done
+    (( i >= 0 )) || break
+    fields=("${fields[@]:0:i}" "${fields[@]:i+1}"); trunc=1
   done
   printf '%s' "$line"
 }
@@ -93,6 +97,14 @@ fail() {
   r_str reason "$1"; r_str message "${2:-}"
   finish error "${3:-1}"
 }
+# promoted POD: this run made POD writable (or adopted an earlier run's
+# promotion).  From here on every result line, success or error, carries
+# "promoted":"POD" so that the hook follows the promotion whatever fails later.
+PROMOTED=""
+promoted() {
+  PROMOTED=$1
+  r_str promoted "$1"
+}
 LAST_ERR=""
 trap 'LAST_ERR="line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 on_exit() {
@@ -101,6 +113,7 @@ on_exit() {
   if [ "$RESULT_DONE" = 0 ]; then
     RESULT_DONE=1
     R_FIELDS=()
+    [ -z "$PROMOTED" ] || r_str promoted "$PROMOTED"
     r_str reason script-failed
     r_str message "${SCRIPT_NAME:-script}: ${LAST_ERR:-exit $code}"
     finish error "$(( code == 0 ? 1 : code ))"
@@ -477,6 +490,21 @@ mdb_state_subset() {  # every (d,s,n) of A has (d,s,m>=n) in B
     [ -n "${bseq[$k]+x}" ] && (( bseq[$k] >= n )) || return 1
   done
   return 0
+}
+# choose_most_advanced NAME...: the first NAME (callers list the preferred
+# first) whose set CAND_SET[NAME] contains every other NAME's set; returns 1
+# when none does (diverged).  Pure for MariaDB; MySQL compares on NAME's server.
+choose_most_advanced() {
+  local c o ok
+  for c in "$@"; do
+    ok=1
+    for o in "$@"; do
+      [ "$o" = "$c" ] && continue
+      gtid_ge "${CAND_SET[$c]}" "${CAND_SET[$o]}" "$c" || { ok=0; break; }
+    done
+    if (( ok )); then printf '%s' "$c"; return 0; fi
+  done
+  return 1
 }
 # Union of several GTID sets / states, as text.
 gtid_union() {

@@ -104,3 +104,104 @@ def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
                       f"old primary read-only={c['db-0'].read_only()}, rebuildNeeded={r.json.get('rebuildNeeded')}")
     finally:
         s.close()
+
+
+# ------------------------------------------------------------------- 2. quorum
+
+def test_failover_without_quorum_promotes_nothing(cluster):
+    """3 servers, QUORUM=2 (both replicas must be examined): with one replica
+    down an acknowledged commit may sit only there, so nothing is promoted
+    unless a human forces it."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 20)
+    c.wait_synced(p)
+    c["db-2"].kill()
+    p.kill()
+    r = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r.rc == 1 and r.json["result"] == "error" and r.json["reason"] == "no-quorum", r
+    assert "1 of 2 replicas answer; 2 needed" in r.json["message"], r
+    assert "promoted" not in r.json
+    assert c.writable() == [], "nothing promoted without quorum"
+    assert c["db-1"].replica_status().get("Master_Port") == str(p.port), "db-1 left as it was"
+    rf = c.run("failover.sh", PRIMARY="db-0", QUORUM=2, FORCE=1)
+    assert rf.rc == 0 and rf.json["result"] == "promoted" and rf.json["primary"] == "db-1", rf
+    assert rf.json["promoted"] == "db-1"
+    assert c.writable() == ["db-1"]
+    assert rows(c["db-1"]) == set(range(1, 21))
+    REPORT.append(f"quorum: QUORUM=2 with 1 of 2 replicas -> no-quorum ({r.json['message']}); FORCE=1 -> promoted db-1")
+
+
+# --------------------------------------------- 4. a restarted primary comes back
+
+def test_failover_single_server_restart_becomes_writable(world, request):
+    """A one-server cluster: the primary restarts read-only; failover.sh
+    (PODS one member, QUORUM=0) makes it writable again, nothing lost."""
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, n=1)
+    try:
+        r0 = c.run("bootstrap.sh", PRIMARY="")
+        assert r0.rc == 0, r0
+        p = c["db-0"]
+        p.query("CREATE DATABASE solo; CREATE TABLE solo.x (i INT PRIMARY KEY)")
+        for i in range(1, 51):
+            p.query(f"INSERT INTO solo.x VALUES ({i})")
+        p.kill()
+        p.start()
+        assert p.read_only()
+        r = c.run("failover.sh", PRIMARY="db-0", QUORUM=0)
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        assert r.json["primary"] == "db-0" == r.json["from"] and r.json["promoted"] == "db-0", r
+        assert r.json["semiSync"] is False and r.json["replicas"] == []
+        assert not p.read_only()
+        assert p.value("SELECT @@rpl_semi_sync_master_enabled") == "0"
+        t0 = time.time()
+        p.query("INSERT INTO solo.x VALUES (51)")
+        assert time.time() - t0 < 5, "a one-member primary must not wait for an acknowledgement"
+        assert p.value("SELECT COUNT(*) FROM solo.x") == "51"
+        # rerun: the same end state
+        r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=0)
+        assert r2.rc == 0 and r2.json["primary"] == "db-0" and not p.read_only(), r2
+        REPORT.append(f"restart: single server came back read-only -> failover.sh made it writable in {r.seconds:.1f}s")
+    finally:
+        c.close()
+
+
+def test_failover_restarted_primary_is_repromoted(cluster):
+    """3 servers: the primary restarts (read-only).  It holds everything, so
+    failover re-promotes it (no move) and the replicas keep following it;
+    also when a replica is down and QUORUM cannot be met (the primary's own
+    set contains every examined member's received set)."""
+    from dbcluster import kill_primary_mid_stream
+    c = cluster
+    c.bootstrap()
+    w = kill_primary_mid_stream(c)
+    acked = set(w.acked)
+    p = c["db-0"]
+    p.start()
+    assert p.read_only()
+    r = c.run("failover.sh", PRIMARY="db-0")
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    assert r.json["primary"] == "db-0" == r.json["from"] == r.json["promoted"], r
+    assert sorted(r.json["replicas"]) == ["db-1", "db-2"], r
+    assert_one_writable_and_following(c, r)
+    assert acked <= rows(p), "acknowledged rows lost"
+    fill(p, 100001, 100010, "after")
+    c.wait_synced(p)
+    for s in c.servers:
+        assert rows(s) == rows(p), s.name
+
+    # a replica down, QUORUM=2 unreachable, the primary restarts again
+    c["db-2"].kill()
+    p.kill()
+    p.start()
+    r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r2.rc == 0 and r2.json["primary"] == "db-0", r2
+    assert r2.json["unreachable"] == ["db-2"] and r2.json["replicas"] == ["db-1"], r2
+    assert c.writable() == ["db-0"]
+    fill(p, 100011, 100012, "after")
+    c.wait_synced(p)
+    assert rows(c["db-1"]) == rows(p)
+    REPORT.append(f"restart: 3-server primary restarted read-only -> re-promoted in place ({r.seconds:.1f}s), "
+                  f"{len(acked)} acknowledged rows kept; again with db-2 down and QUORUM=2 -> re-promoted")
