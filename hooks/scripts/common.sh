@@ -234,15 +234,26 @@ sql_processlist() { sql "$1" "SELECT CONNECTION_ID(); SHOW PROCESSLIST"; }
 # gone (ER_NO_SUCH_THREAD) is not an error.
 sql_kill_connection() { sql "$1" "KILL CONNECTION $2" 2>/dev/null || true; }
 
+# tsv_fields LINE: the tab separated fields of LINE into the array TSV, empty
+# fields kept (read with IFS=tab would merge adjacent tabs).  Pure.
+tsv_fields() {
+  local line=$1
+  TSV=()
+  while [[ $line == *$'\t'* ]]; do TSV+=("${line%%$'\t'*}"); line=${line#*$'\t'}; done
+  TSV+=("$line")
+}
 # processlist_victims < sql_processlist output: the ids of the client
 # connections a fence kills -- all but this connection (first line), the
 # replication threads (source side: Binlog Dump / Binlog Dump GTID; replica
 # side: user "system user", MariaDB commands Slave_IO / Slave_SQL /
 # Slave_worker) and system / daemon threads (event_scheduler, Daemon).  Pure.
 processlist_victims() {
-  local own="" line id user host db cmd rest
+  local own="" line id user cmd
   IFS= read -r own || return 0
-  while IFS=$'\t' read -r id user host db cmd rest; do
+  while IFS= read -r line; do
+    tsv_fields "$line"
+    (( ${#TSV[@]} >= 5 )) || continue
+    id=${TSV[0]} user=${TSV[1]} cmd=${TSV[4]}
     [[ $id =~ ^[0-9]+$ ]] || continue
     [ "$id" != "$own" ] || continue
     case $user in "system user"|event_scheduler) continue ;; esac
@@ -339,25 +350,158 @@ sql_gtid_position() {
   esac
 }
 
-# Executed plus already received (in the relay log, not yet applied).
+# Executed plus already received (in the relay log, not yet applied): what a
+# promoted server would hold once it has applied its relay log.
 # MySQL: gtid_executed UNION performance_schema.replication_connection_status.
-#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13); a union of GTID sets is their
-#   comma-joined text (RM 14.18.2).
-# MariaDB: per domain the furthest of gtid_current_pos and the IO thread's
-#   Gtid_IO_Pos (SHOW SLAVE STATUS).
+#   RECEIVED_TRANSACTION_SET (RM 29.12.11.11), one row per channel, read as
+#   rows (GROUP_CONCAT would be cut at group_concat_max_len, 1024 bytes by
+#   default, RM 14.19.1); with relay_log_recovery=OFF the server rebuilds the
+#   received set from its relay log at startup (RM 19.1.6.3,
+#   sysvar_relay_log_recovery).  A union of GTID sets is their comma-joined
+#   text (RM 19.1.3.1).
+# MariaDB: per domain the furthest of gtid_binlog_pos, gtid_current_pos, the
+#   IO thread's Gtid_IO_Pos (SHOW SLAVE STATUS) and, when the applier is not
+#   running or Gtid_IO_Pos is empty (it is after a restart: MariaDB 10.11 keeps
+#   no received position across restarts), the complete transactions in the
+#   relay log after the applier's position (mdb_relay_scan).
 sql_gtid_received() {
   local pod=$1
   case $FLAVOR in
     mysql)
-      sql "$pod" "SELECT REPLACE(CONCAT_WS(',', NULLIF(@@global.gtid_executed,''),
-        (SELECT NULLIF(GROUP_CONCAT(RECEIVED_TRANSACTION_SET),'')
-           FROM performance_schema.replication_connection_status)), '\n', '')" ;;
+      local e r
+      e=$(sql "$pod" "SELECT REPLACE(@@global.gtid_executed, '\n', '')") || return 1
+      r=$(sql "$pod" "SELECT REPLACE(RECEIVED_TRANSACTION_SET, '\n', '')
+        FROM performance_schema.replication_connection_status
+        WHERE RECEIVED_TRANSACTION_SET <> ''") || return 1
+      gtid_union "$e" ${r//$'\n'/ } ;;
     mariadb)
-      local cur
-      cur=$(sql "$pod" "SELECT @@global.gtid_current_pos")
-      sql_replica_status "$pod"
-      mdb_pos_max "$cur" "$RS_IO_GTID" ;;
+      mdb_received "$pod" || return 1
+      printf '%s' "$MDB_RECV" ;;
   esac
+}
+
+# --- MariaDB relay log --------------------------------------------------------
+# MariaDB in GTID mode (MASTER_USE_GTID=slave_pos) deletes the relay log
+# whenever a replication thread starts while both are stopped (START SLAVE,
+# START SLAVE SQL_THREAD; after a restart both are stopped) and refetches from
+# gtid_slave_pos: what was received and acknowledged but not applied is gone
+# unless the source still has it.  Applying it first therefore goes through
+# file positions: CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE,
+# RELAY_LOG_POS (no relay log purge when a relay log position is given), START
+# SLAVE SQL_THREAD.  The position is found by reading the relay log with
+# SHOW RELAYLOG EVENTS.
+
+# mdb_relay_events_parse APPLIED < SHOW RELAYLOG EVENTS rows (Log_name Pos
+# Event_type Server_id End_log_pos Info): adds every complete transaction
+# (GTID event ... Xid / COMMIT; a standalone GTID event ... its Query) to
+# RL_GTIDS (a position: per domain the highest), and sets RL_FILE / RL_POS to
+# the GTID event of the first complete one APPLIED (a position) lacks.  State
+# across calls (a transaction may span relay log files): RLP_GTID, RLP_FILE,
+# RLP_POS, RLP_STANDALONE.  Pure.
+mdb_relay_events_parse() {
+  local applied=$1 line f pos type info g d n e
+  local -A aseq=()
+  csv_items "$applied"
+  for e in "${CSV[@]}"; do d=${e%%-*}; n=${e##*-}; aseq[$d]=$n; done
+  while IFS= read -r line; do
+    tsv_fields "$line"
+    (( ${#TSV[@]} >= 6 )) || continue
+    f=${TSV[0]} pos=${TSV[1]} type=${TSV[2]} info=${TSV[5]}
+    case $type in
+      Gtid)
+        g=""
+        [[ $info =~ GTID[[:space:]]+([0-9]+-[0-9]+-[0-9]+) ]] && g=${BASH_REMATCH[1]}
+        RLP_GTID=$g RLP_FILE=$f RLP_POS=$pos RLP_STANDALONE=1
+        [[ $info == BEGIN* ]] && RLP_STANDALONE=0
+        continue ;;
+      Xid) ;;
+      Query)
+        if [ "${RLP_STANDALONE:-0}" = 0 ]; then
+          case $info in COMMIT*|ROLLBACK*) ;; *) continue ;; esac
+        fi ;;
+      *) continue ;;
+    esac
+    [ -n "${RLP_GTID:-}" ] || continue
+    g=$RLP_GTID; RLP_GTID=""
+    [[ $info == ROLLBACK* ]] && continue
+    d=${g%%-*}; n=${g##*-}
+    RL_GTIDS=$(mdb_pos_max "$RL_GTIDS" "$g")
+    if [ -z "$RL_FILE" ] && { [ -z "${aseq[$d]+x}" ] || (( n > aseq[$d] )); }; then
+      RL_FILE=$RLP_FILE RL_POS=$RLP_POS
+    fi
+  done
+  return 0
+}
+# next_relay_file NAME: relay-bin.000009 -> relay-bin.000010.  Pure.
+next_relay_file() {
+  local num=${1##*.}
+  printf '%s.%0*d' "${1%.*}" "${#num}" "$((10#$num + 1))"
+}
+# mdb_relay_scan POD APPLIED: read POD's relay log from the applier's position
+# (RS_RELAY_FILE/RS_RELAY_POS: call sql_replica_status first) to its end;
+# sets RL_GTIDS, RL_FILE, RL_POS (see mdb_relay_events_parse).  A file that is
+# gone (purged while we read, or past the end) ends the scan when the next one
+# is gone too.
+mdb_relay_scan() {
+  local pod=$1 applied=$2 file pos out missing=0
+  RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID="" RLP_FILE="" RLP_POS="" RLP_STANDALONE=0
+  file=${RS_RELAY_FILE##*/} pos=${RS_RELAY_POS:-4}
+  [[ -n $file && $file == *.+([0-9]) ]] || return 0
+  while (( missing < 2 )); do
+    if out=$(sql "$pod" "SHOW RELAYLOG EVENTS IN $(sql_quote "$file") FROM $pos" 2>/dev/null); then
+      missing=0
+      mdb_relay_events_parse "$applied" <<< "$out"
+    else
+      missing=$((missing + 1))
+    fi
+    file=$(next_relay_file "$file") pos=4
+  done
+}
+# mdb_received POD: MDB_RECV = what POD executed and received (see
+# sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
+# relay log was read, RL_GTIDS / RL_FILE / RL_POS; leaves RS_* set.
+mdb_received() {
+  local pod=$1 all
+  all=$(sql "$pod" "SELECT CONCAT_WS(',', @@global.gtid_binlog_pos, @@global.gtid_current_pos,
+    @@global.gtid_slave_pos)") || return 1
+  MDB_APPLIED=$(mdb_pos_max "$all" "")
+  sql_replica_status "$pod" || return 1
+  MDB_RECV=$(mdb_pos_max "$MDB_APPLIED" "$RS_IO_GTID")
+  RL_GTIDS="" RL_FILE="" RL_POS=""
+  if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_SQL" != Yes ] || [ -z "$RS_IO_GTID" ]; }; then
+    mdb_relay_scan "$pod" "$MDB_APPLIED"
+    MDB_RECV=$(mdb_pos_max "$MDB_RECV" "$RL_GTIDS")
+  fi
+  return 0
+}
+
+# sql_drain_relay_log POD SECONDS: POD applies everything it has received
+# (its receiver must be stopped: nothing new arrives) without losing any of
+# it; 0 when done within SECONDS, 1 otherwise (the applier keeps running).
+# MySQL: START REPLICA SQL_THREAD (RM 15.4.2.4; the relay log is kept), then
+#   WAIT_FOR_EXECUTED_GTID_SET(received).
+# MariaDB: the applier running -> wait; stopped -> CHANGE MASTER TO
+#   MASTER_USE_GTID=no, RELAY_LOG_FILE, RELAY_LOG_POS at the first transaction
+#   not applied yet, START SLAVE SQL_THREAD, then MASTER_GTID_WAIT(received).
+#   The replica stays in file-position mode until it is repointed or promoted
+#   (sql_make_replica / RESET SLAVE ALL).
+sql_drain_relay_log() {
+  local pod=$1 t=$2 recv
+  case $FLAVOR in
+    mysql)
+      recv=$(sql_gtid_received "$pod") || return 1
+      sql "$pod" "START REPLICA SQL_THREAD" 2>/dev/null || true ;;
+    mariadb)
+      mdb_received "$pod" || return 1
+      recv=$MDB_RECV
+      [ "$RS_CONFIGURED" = 1 ] || return 0
+      if [ "$RS_SQL" != Yes ] && [ -n "$RL_FILE" ]; then
+        log "$pod: applying its relay log from $RL_FILE:$RL_POS (received [$RL_GTIDS], applied [$MDB_APPLIED])"
+        sql "$pod" "CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE=$(sql_quote "$RL_FILE"), RELAY_LOG_POS=$RL_POS;
+          START SLAVE SQL_THREAD" || return 1
+      fi ;;
+  esac
+  sql_wait_executed "$pod" "$recv" "$t"
 }
 
 # Wait until POD has executed GTIDS; prints nothing, returns 0 when reached.
@@ -515,7 +659,9 @@ gtid_union() {
 
 # --- replica status ----------------------------------------------------------
 # sql_replica_status POD: sets RS_CONFIGURED (0/1), RS_HOST, RS_PORT, RS_IO
-# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR.
+# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR,
+# RS_RELAY_FILE / RS_RELAY_POS (the applier's position in the relay log),
+# RS_USING_GTID (MariaDB Using_Gtid).
 # MySQL: SHOW REPLICA STATUS (RM 15.7.7.35), Source_*/Replica_* field names.
 # MariaDB: SHOW SLAVE STATUS, Master_*/Slave_* field names.
 sql_replica_status() {
@@ -525,6 +671,7 @@ sql_replica_status() {
     mariadb) out=$(SQL_VERTICAL=1 sql "$1" 'SHOW SLAVE STATUS') ;;
   esac
   RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_IO_GTID="" RS_ERR=""
+  RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID=""
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*([A-Za-z_]+):[[:space:]]?(.*)$ ]] || continue
     k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
@@ -535,6 +682,9 @@ sql_replica_status() {
       Replica_SQL_Running|Slave_SQL_Running) RS_SQL=$v ;;
       Seconds_Behind_Source|Seconds_Behind_Master) RS_LAG=$v ;;
       Gtid_IO_Pos) RS_IO_GTID=$v ;;
+      Relay_Log_File) RS_RELAY_FILE=$v ;;
+      Relay_Log_Pos) RS_RELAY_POS=$v ;;
+      Using_Gtid) RS_USING_GTID=$v ;;
       Last_IO_Error|Last_SQL_Error) [ -n "$v" ] && RS_ERR+="${RS_ERR:+; }$v" ;;
     esac
   done <<< "$out"

@@ -18,7 +18,8 @@
 #      README.md); choose the one whose executed+received set contains every
 #      other candidate's, PRIMARY first on a tie, then ordinal order;
 #      none -> diverged;
-#   5. wait until it has applied what it received;
+#   5. wait until it has applied what it received, relay log included (also
+#      after a restart: see sql_drain_relay_log in common.sh);
 #   6. promote it: stop replication, forget the source, semi-sync source on
 #      (more than one member), writable.  From here on every result line
 #      carries "promoted";
@@ -161,12 +162,13 @@ else
     fail diverged "no candidate contains all others: $(for c in "${candidates[@]}"; do printf '%s=[%s] ' "$c" "${CAND_SET[$c]}"; done)"
   log "candidate: $new"
 
-  # 5. apply what was received
+  # 5. apply what was received (without losing the relay log: common.sh
+  #    sql_drain_relay_log)
   sql_replica_status "$new"
   if [ "$RS_CONFIGURED" = 1 ]; then
-    sql_start_sql_thread "$new"
-    sql_wait_executed "$new" "${RECV[$new]}" "$WAIT_TIMEOUT" ||
-      fail apply-timeout "$new did not apply its relay log within ${WAIT_TIMEOUT}s"
+    { sql_drain_relay_log "$new" "$WAIT_TIMEOUT" && sql_wait_executed "$new" "${RECV[$new]}" 5; } ||
+      fail apply-timeout "$new did not apply its relay log (up to [${RECV[$new]}]) within ${WAIT_TIMEOUT}s"
+    sql_replica_status "$new"
   fi
   # 6. promote
   [ "$RS_CONFIGURED" = 0 ] || sql_reset_replica_all "$new"

@@ -64,7 +64,7 @@ NEEDED_OPTIONS = {
     "sync_binlog": "1",
     "innodb_flush_log_at_trx_commit": "1",
     "read_only": "ON",
-    "relay_log_recovery": "ON",
+    "relay_log_recovery": "OFF",
     "skip_slave_start": "ON",
     "slave_net_timeout": "10",
     "rpl_semi_sync_slave_enabled": "ON",
@@ -531,7 +531,7 @@ def wait_for(cond, timeout: float = 30, interval: float = 0.05, what: str = "con
 
 
 class Cluster:
-    def __init__(self, world: World, tag: str, n: int = 3):
+    def __init__(self, world: World, tag: str, n: int = 3, extra_cnf: str = ""):
         self.world = world
         self.tag = tag
         self.world_root_password = ROOT_PASSWORD
@@ -545,6 +545,8 @@ class Cluster:
         # sequentially, from this thread: a server gets SIGKILL when the thread
         # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
         for s in self.servers:
+            if extra_cnf:
+                s.set_extra_cnf(extra_cnf)
             s.start()
 
     def __getitem__(self, name: str) -> Server:

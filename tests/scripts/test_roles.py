@@ -205,3 +205,88 @@ def test_failover_restarted_primary_is_repromoted(cluster):
     assert rows(c["db-1"]) == rows(p)
     REPORT.append(f"restart: 3-server primary restarted read-only -> re-promoted in place ({r.seconds:.1f}s), "
                   f"{len(acked)} acknowledged rows kept; again with db-2 down and QUORUM=2 -> re-promoted")
+
+
+# ---------------------------------------------------- 3. relay_log_recovery
+
+def _acked_only_in_relay_log(c, first=11, last=40):
+    """db-1 acknowledges commits it does not apply (applier stopped); db-2
+    receives nothing (receiver stopped): rows first..last are acknowledged to
+    the client and exist only on db-0 and in db-1's relay log."""
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, first - 1)
+    c.wait_synced(p)
+    c["db-1"].query("STOP SLAVE SQL_THREAD")
+    c["db-2"].query("STOP SLAVE IO_THREAD")
+    fill(p, first, last, "acked")   # each returned OK: acknowledged by db-1
+    assert rows(c["db-1"]) == set(range(1, first)), "db-1 has not applied them"
+    return set(range(1, last + 1))
+
+
+def _relay_log_chained_failure(world, request, recovery: str):
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, extra_cnf=f"relay_log_recovery = {recovery}\n")
+    try:
+        acked = _acked_only_in_relay_log(c)
+        c["db-1"].kill()      # the acknowledging replica crashes and restarts ...
+        c["db-1"].start()
+        c["db-0"].kill()      # ... then the primary dies
+        r = c.run("failover.sh", PRIMARY="db-0")
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        new = c[r.json["primary"]]
+        lost = acked - rows(new)
+        return r, new, lost
+    finally:
+        c.close()
+
+
+def test_relay_log_recovery_off_keeps_acknowledged_commits(world, request):
+    """relay_log_recovery=OFF (what the hook renders): a replica that
+    acknowledged commits it had not applied restarts, then the primary dies;
+    failover promotes it and applies its relay log: nothing lost."""
+    r, new, lost = _relay_log_chained_failure(world, request, "OFF")
+    REPORT.append(f"relay_log_recovery=OFF: restarted replica held 30 acknowledged rows in its relay log -> "
+                  f"promoted {new.name}, lost {len(lost)}")
+    assert new.name == "db-1", r
+    assert not lost, f"acknowledged rows lost: {sorted(lost)}"
+
+
+def test_relay_log_recovery_on_loses_acknowledged_commits(world, request):
+    """The same chained failure with relay_log_recovery=ON: the restarted
+    replica throws its relay log away, the acknowledged rows are lost.  This
+    test documents why the hook must render OFF; it asserts the loss."""
+    r, new, lost = _relay_log_chained_failure(world, request, "ON")
+    REPORT.append(f"relay_log_recovery=ON: same chained failure -> promoted {new.name}, "
+                  f"lost {len(lost)} of 30 acknowledged rows")
+    assert lost == set(range(11, 41)), f"expected the 30 acknowledged rows to be lost, lost {sorted(lost)}"
+
+
+def test_join_applies_relay_log_before_repointing(world, request):
+    """After the restart the agent's join.sh runs while the primary is alive
+    but its replication account cannot log in (a credential rotation): a
+    CHANGE MASTER would drop the relay log and refetch nothing.  join.sh must
+    apply the relay log first; then the primary dies and failover loses
+    nothing."""
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, extra_cnf="relay_log_recovery = OFF\n")
+    try:
+        acked = _acked_only_in_relay_log(c)
+        p = c["db-0"]
+        c["db-1"].kill()
+        c["db-1"].start()
+        p.query("SET SESSION sql_log_bin = 0; ALTER USER 'repl'@'%' ACCOUNT LOCK")
+        pf = c.world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        rj = c.run("join.sh", POD_NAME="db-1", PRIMARY_FILE=pf, JOIN_WAIT=3)
+        assert rj.json["result"] in ("error", "joined", "waiting"), rj
+        after_join = rows(c["db-1"])
+        p.kill()
+        r = c.run("failover.sh", PRIMARY="db-0")
+        assert r.rc == 0 and r.json["primary"] == "db-1", r
+        lost = acked - rows(c["db-1"])
+        REPORT.append(f"join.sh on a restarted replica (receiver cannot log in): {len(after_join)} rows applied "
+                      f"after join ({rj.json.get('result')}/{rj.json.get('reason', '')}), lost after failover {len(lost)}")
+        assert not lost, f"acknowledged rows lost: {sorted(lost)}"
+    finally:
+        c.close()
