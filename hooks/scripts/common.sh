@@ -772,6 +772,46 @@ sql_make_replica() {
   esac
 }
 
+# repoint_member POD NEW: after NEW was promoted, make POD its replica unless
+# POD holds transactions NEW lacks (then POD is only made read-only and is to
+# be rebuilt).  Sets REPOINT_RESULT (replica | rebuild) and returns 0, or
+# returns 1 with REPOINT_ERR set.  Never exits the script: repointing is best
+# effort, the agents (join.sh every AGENT_INTERVAL s) finish what fails here.
+repoint_member() {
+  local p=$1 new=$2 e nexec
+  REPOINT_RESULT="" REPOINT_ERR=""
+  if replicating_from "$p" "$new"; then REPOINT_RESULT=replica; return 0; fi
+  # the member first, then the primary: the primary's set only grows
+  e=$(sql_gtid_executed "$p" 2>&1) || { REPOINT_ERR="$p: ${e##*$'\n'}"; return 1; }
+  nexec=$(sql_gtid_executed "$new" 2>&1) || { REPOINT_ERR="$new: ${nexec##*$'\n'}"; return 1; }
+  if ! gtid_subset "$e" "$nexec" "$new"; then
+    log "$p has transactions $new lacks: $(gtid_subtract "$e" "$nexec" "$new" 2>/dev/null || true); not repointed"
+    sql_try_read_only "$p" "$FENCE_LOCK_WAIT" >/dev/null 2>&1 || true
+    REPOINT_RESULT=rebuild; return 0
+  fi
+  if ! e=$(sql_make_replica "$p" "$new" 2>&1); then
+    REPOINT_ERR="$p: ${e##*$'\n'}"; return 1
+  fi
+  REPOINT_RESULT=replica
+}
+# repoint_all NEW POD...: repoint_member for each POD; sets the arrays
+# REPOINTED, REBUILD, REPOINT_FAILED (the reason of each failure is logged).
+repoint_all() {
+  local new=$1 p; shift
+  REPOINTED=() REBUILD=() REPOINT_FAILED=()
+  for p in "$@"; do
+    if repoint_member "$p" "$new"; then
+      case $REPOINT_RESULT in
+        replica) REPOINTED+=("$p") ;;
+        rebuild) REBUILD+=("$p") ;;
+      esac
+    else
+      log "repointing $p to $new failed (the agents finish it): $REPOINT_ERR"
+      REPOINT_FAILED+=("$p")
+    fi
+  done
+}
+
 # Lossless semi-synchronous source: wait AFTER_SYNC (binlog synced, before the
 # engine commit becomes visible), for one acknowledgement, with a timeout so
 # long the source never silently reverts to asynchronous replication, and keep

@@ -24,7 +24,9 @@
 #      (more than one member), writable.  From here on every result line
 #      carries "promoted";
 #   7. repoint every other reachable member, the fenced old primary included,
-#      unless it has transactions the new primary lacks (rebuildNeeded).
+#      unless it has transactions the new primary lacks (rebuildNeeded); best
+#      effort: a member that cannot be repointed is listed in repointFailed
+#      (reason in the log) and does not fail the Job.
 # Env (besides the common ones): PRIMARY; QUORUM = how many members other than
 # PRIMARY must answer [all of them]; FORCE=1 skips the quorum (a human's
 # decision: commits only the missing members hold are lost); WAIT_TIMEOUT.
@@ -179,25 +181,15 @@ else
 fi
 r_str primary "$new"
 
-# 7. repoint the rest
+# 7. repoint the rest: best effort; a member that cannot be repointed is
+#    listed in repointFailed and never fails the Job (the promotion stands).
 targets=()
 for p in "${members[@]}"; do [ "$p" = "$new" ] || targets+=("$p"); done
 [ "$old_up" = true ] && [ "$old" != "$new" ] && targets+=("$old")
-repointed=() rebuild=()
-for p in "${targets[@]}"; do
-  if replicating_from "$p" "$new"; then repointed+=("$p"); continue; fi
-  # member first, then the primary (whose set only grows)
-  e=$(sql_gtid_executed "$p"); nexec=$(sql_gtid_executed "$new")
-  if ! gtid_subset "$e" "$nexec" "$new"; then
-    log "$p has transactions $new lacks: $(gtid_subtract "$e" "$nexec" "$new"); not repointed"
-    sql_set_read_only "$p" 2>/dev/null || true
-    rebuild+=("$p"); continue
-  fi
-  sql_make_replica "$p" "$new"
-  repointed+=("$p")
-done
+repoint_all "$new" "${targets[@]}"
 r_raw semiSync "$semisync"
-r_arr replicas "${repointed[@]}"
-r_arr rebuildNeeded "${rebuild[@]}"
+r_arr replicas "${REPOINTED[@]}"
+r_arr rebuildNeeded "${REBUILD[@]}"
+r_arr repointFailed "${REPOINT_FAILED[@]}"
 r_str gtid "$(sql_gtid_position "$new")"
 finish promoted 0

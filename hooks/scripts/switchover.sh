@@ -5,7 +5,9 @@
 #   2. capture its GTID position and wait until TARGET has executed it
 #      (on timeout PRIMARY is opened again and the Job fails: nothing changed);
 #   3. promote TARGET (stop replication, forget source, semi-sync, writable);
-#   4. repoint every other member, the old primary included.
+#   4. repoint every other member, the old primary included (best effort:
+#      repointFailed; the agents finish it).  Every result line after the
+#      promotion carries "promoted".
 # At no moment are two servers writable: TARGET opens only after PRIMARY closed
 # and TARGET holds everything PRIMARY committed.
 # Idempotent: if TARGET is already the writable non-replica, only step 4 runs.
@@ -24,9 +26,17 @@ reachable "$target" || fail target-unreachable "$target does not answer"
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
+# the other members, as they answer now (repointed after the promotion)
+members=() unreachable=()
+for p in "${POD_NAMES[@]}"; do
+  [ "$p" = "$target" ] && continue
+  if reachable "$p"; then members+=("$p"); else unreachable+=("$p"); fi
+done
+
 sql_replica_status "$target"
 if [ "$(sql_is_read_only "$target")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then
   log "$target is already the writable primary (earlier run)"
+  promoted "$target"
 else
   reachable "$old" || fail primary-unreachable "$old does not answer; use failover"
   replicating_from "$target" "$old" ||
@@ -48,30 +58,17 @@ else
   sql_reset_replica_all "$target"
   if [ "$semisync" = true ]; then sql_enable_semisync_source "$target"; else sql_disable_semisync_source "$target"; fi
   sql_set_writable "$target"
+  promoted "$target"
   log "$target promoted"
 fi
 
-# 4. repoint everyone else
-repointed=() rebuild=() unreachable=()
-for p in "${POD_NAMES[@]}"; do
-  [ "$p" = "$target" ] && continue
-  if ! reachable "$p"; then unreachable+=("$p"); continue; fi
-  if replicating_from "$p" "$target"; then repointed+=("$p"); continue; fi
-  # read the member first, then the primary: the primary's set only grows, and
-  # the member may receive the primary's new writes through a chain meanwhile
-  e=$(sql_gtid_executed "$p"); nexec=$(sql_gtid_executed "$target")
-  if ! gtid_subset "$e" "$nexec" "$target"; then
-    log "$p has transactions $target lacks: $(gtid_subtract "$e" "$nexec" "$target")"
-    sql_set_read_only "$p" 2>/dev/null || true
-    rebuild+=("$p"); continue
-  fi
-  sql_set_read_only "$p"
-  sql_make_replica "$p" "$target"
-  repointed+=("$p")
-done
+# 4. repoint everyone else: best effort; a member that cannot be repointed
+#    is listed in repointFailed and never fails the Job.
+repoint_all "$target" "${members[@]}"
 r_raw semiSync "$semisync"
-r_arr replicas "${repointed[@]}"
+r_arr replicas "${REPOINTED[@]}"
 r_arr unreachable "${unreachable[@]}"
-r_arr rebuildNeeded "${rebuild[@]}"
+r_arr rebuildNeeded "${REBUILD[@]}"
+r_arr repointFailed "${REPOINT_FAILED[@]}"
 r_str gtid "$(sql_gtid_position "$target")"
 finish switched 0

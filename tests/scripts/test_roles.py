@@ -290,3 +290,93 @@ def test_join_applies_relay_log_before_repointing(world, request):
         assert not lost, f"acknowledged rows lost: {sorted(lost)}"
     finally:
         c.close()
+
+
+# -------------------------------------------- 5. half-finished role changes
+
+def _run_bg(c, script, **env):
+    """Run a script in a thread; returns (thread, box) with box['r'] set at the end."""
+    import threading
+    box = {}
+
+    def go():
+        box["r"] = c.run(script, **env)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, box
+
+
+def _block_applier(c, name: str, n: int = 5):
+    """A client session on replica `name` holds row n locked; the next update
+    of that row from the primary (acknowledged: the receiver still runs)
+    stalls the replica's applier until the session commits."""
+    s = Session(c[name])
+    s.send(f"BEGIN; SELECT n FROM hook.t WHERE n = {n} FOR UPDATE;")
+    assert s.wait_output(str(n)), s.err
+    c["db-0"].query(f"UPDATE hook.t SET writer = 'u' WHERE n = {n}", user="app")
+    return s
+
+
+def _waiting_in(s, text: str) -> bool:
+    return any(text in (r[4] or "") for r in processlist(s))
+
+
+def test_failover_repoint_failure_after_promotion(cluster):
+    """A member freezes between the promotion and its repointing: the Job
+    still succeeds, names the promoted pod and lists the member in
+    repointFailed; the agent's join.sh finishes the job once it is back."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    c["db-0"].kill()
+    t, box = _run_bg(c, "failover.sh", PRIMARY="db-0", CONNECT_TIMEOUT=2)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 60, what="failover waiting for db-1's applier")
+        c["db-2"].freeze()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        assert r.json["promoted"] == r.json["primary"] == "db-1", r
+        assert r.json["repointFailed"] == ["db-2"] and r.json["replicas"] == [], r
+        assert "db-2" in r.stderr and "repoint" in r.stderr
+    finally:
+        c["db-2"].thaw()
+        lock.close()
+    assert c.writable() == ["db-1"]
+    pf = c.world.root / c.tag / "primary"
+    pf.write_text("db-1\n")
+    rj = c.run("join.sh", POD_NAME="db-2", PRIMARY_FILE=pf)
+    assert rj.rc == 0 and rj.json["result"] == "joined", rj
+    assert c["db-2"].replicating_from(c["db-1"])
+    REPORT.append(f"half-finished failover: db-2 froze before its repoint -> promoted db-1, repointFailed {r.json['repointFailed']}, "
+                  f"rc {r.rc}; join.sh then joined db-2")
+
+
+def test_switchover_repoint_failure_after_promotion(cluster):
+    """The same for switchover: TARGET is promoted, a member that stops
+    answering before its repointing is listed in repointFailed, the Job
+    succeeds and names the promoted pod."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    t, box = _run_bg(c, "switchover.sh", PRIMARY="db-0", TARGET="db-1", CONNECT_TIMEOUT=2, SWITCHOVER_WAIT=60)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 60, what="switchover waiting for db-1")
+        c["db-2"].freeze()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+        assert r.rc == 0 and r.json["result"] == "switched", r
+        assert r.json["promoted"] == r.json["primary"] == "db-1", r
+        assert r.json["repointFailed"] == ["db-2"] and r.json["replicas"] == ["db-0"], r
+    finally:
+        c["db-2"].thaw()
+        lock.close()
+    assert c.writable() == ["db-1"]
+    REPORT.append(f"half-finished switchover: db-2 froze before its repoint -> switched to db-1, "
+                  f"repointFailed {r.json['repointFailed']}, rc {r.rc}")
