@@ -28,6 +28,9 @@ REPL_USER=repl
 # (MySQL rpl_semi_sync_source_timeout max is 4294967295 ms, ~49 days).
 SEMISYNC_TIMEOUT_MS=${SEMISYNC_TIMEOUT_MS:-4294967295}
 SERVER_ID_BASE=${SERVER_ID_BASE:-1}
+# MySQL: acknowledgements a commit waits for (the hook sets it from the number
+# of servers); MariaDB always waits for exactly one.
+SEMISYNC_ACKS=${SEMISYNC_ACKS:-1}
 
 case "${FLAVOR:-}" in
   mysql)   CLIENT=mysql   DUMP=mysqldump    BINLOG=mysqlbinlog    ADMIN=mysqladmin ;;
@@ -41,7 +44,7 @@ export ADMIN  # (mysqladmin / mariadb-admin: not needed by the scripts today)
 
 # ---------------------------------------------------------------- logging / result
 
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SCRIPT_NAME:-script}" "$*" >&2; }
+log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "${SCRIPT_NAME:-script}" "$*" >&2; }
 
 # JSON string escaping with bash only.
 json_esc() {
@@ -822,25 +825,55 @@ repoint_all() {
 #   (plugin semisync_source loaded by my.cnf).
 # MariaDB (built in): rpl_semi_sync_master_wait_point, _timeout,
 #   _wait_no_slave, _enabled (always exactly one acknowledgement).
-sql_enable_semisync_source() {
-  case $FLAVOR in
-    mysql) sql "$1" "SET GLOBAL rpl_semi_sync_source_wait_point=AFTER_SYNC;
-      SET GLOBAL rpl_semi_sync_source_wait_for_replica_count=1;
+# semisync_source_sql true|false: the statements that turn the semi-sync
+# source on (as above) or off.  MySQL waits for SEMISYNC_ACKS [1]
+# acknowledgements (rpl_semi_sync_source_wait_for_replica_count, RM
+# 19.4.10.2); MariaDB has exactly one.  Pure.
+semisync_source_sql() {
+  case $FLAVOR:$1 in
+    mysql:true) printf '%s' "SET GLOBAL rpl_semi_sync_source_wait_point=AFTER_SYNC;
+      SET GLOBAL rpl_semi_sync_source_wait_for_replica_count=$SEMISYNC_ACKS;
       SET GLOBAL rpl_semi_sync_source_timeout=$SEMISYNC_TIMEOUT_MS;
       SET GLOBAL rpl_semi_sync_source_wait_no_replica=ON;
-      SET GLOBAL rpl_semi_sync_source_enabled=ON" ;;
-    mariadb) sql "$1" "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC;
+      SET GLOBAL rpl_semi_sync_source_enabled=ON;" ;;
+    mariadb:true) printf '%s' "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC;
       SET GLOBAL rpl_semi_sync_master_timeout=$SEMISYNC_TIMEOUT_MS;
       SET GLOBAL rpl_semi_sync_master_wait_no_slave=ON;
-      SET GLOBAL rpl_semi_sync_master_enabled=ON" ;;
+      SET GLOBAL rpl_semi_sync_master_enabled=ON;" ;;
+    mysql:*)   printf '%s' "SET GLOBAL rpl_semi_sync_source_enabled=OFF;" ;;
+    mariadb:*) printf '%s' "SET GLOBAL rpl_semi_sync_master_enabled=OFF;" ;;
   esac
 }
+sql_enable_semisync_source() { sql "$1" "$(semisync_source_sql true)"; }
 # Single-member cluster: no replica can acknowledge, so the source must not wait.
-sql_disable_semisync_source() {
+sql_disable_semisync_source() { sql "$1" "$(semisync_source_sql false)"; }
+# promote_sql IS_REPLICA(0|1) SEMISYNC(true|false): one batch that makes a
+# fenced server the primary -- stop replication and forget the source (when it
+# is a replica), semi-sync source on or off, then writable.  Pure.
+# MySQL: STOP REPLICA, RESET REPLICA ALL (RM 15.4.2.5, 15.4.2.3),
+#   super_read_only=OFF, read_only=OFF (RM 7.1.8).
+# MariaDB: STOP SLAVE, RESET SLAVE ALL, read_only=OFF.
+promote_sql() {
+  local q=""
+  if [ "$1" = 1 ]; then
+    case $FLAVOR in
+      mysql)   q+="STOP REPLICA; RESET REPLICA ALL;" ;;
+      mariadb) q+="STOP SLAVE; RESET SLAVE ALL;" ;;
+    esac
+  fi
+  q+=$(semisync_source_sql "$2")
   case $FLAVOR in
-    mysql)   sql "$1" "SET GLOBAL rpl_semi_sync_source_enabled=OFF" ;;
-    mariadb) sql "$1" "SET GLOBAL rpl_semi_sync_master_enabled=OFF" ;;
+    mysql)   q+=" SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF" ;;
+    mariadb) q+=" SET GLOBAL read_only=OFF" ;;
   esac
+  printf '%s' "$q"
+}
+# sql_promote POD SEMISYNC: promote_sql on POD (one client call: the write
+# freeze of a switchover is counted in client calls).
+sql_promote() {
+  local pod=$1
+  sql_replica_status "$pod"
+  sql "$pod" "$(promote_sql "$RS_CONFIGURED" "$2")"
 }
 # 1 when semi-sync source is enabled.
 sql_semisync_source_enabled() {

@@ -173,9 +173,7 @@ else
     sql_replica_status "$new"
   fi
   # 6. promote
-  [ "$RS_CONFIGURED" = 0 ] || sql_reset_replica_all "$new"
-  if [ "$semisync" = true ]; then sql_enable_semisync_source "$new"; else sql_disable_semisync_source "$new"; fi
-  sql_set_writable "$new"
+  sql_promote "$new" "$semisync"
   promoted "$new"
   log "$new promoted"
 fi

@@ -380,3 +380,119 @@ def test_switchover_repoint_failure_after_promotion(cluster):
     assert c.writable() == ["db-1"]
     REPORT.append(f"half-finished switchover: db-2 froze before its repoint -> switched to db-1, "
                   f"repointFailed {r.json['repointFailed']}, rc {r.rc}")
+
+
+# ------------------------------------------------ 6. switchover without a freeze
+
+class ReadOnlyPoller:
+    """Samples read_only of some servers (a new connection per sample: the
+    fence kills client connections) and records when each changed."""
+
+    def __init__(self, servers, interval=0.02):
+        import threading
+        self.servers = servers
+        self.interval = interval
+        self.samples: list[tuple[float, dict]] = []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            snap = {}
+            for s in self.servers:
+                try:
+                    snap[s.name] = s.read_only()
+                except Exception:  # noqa: BLE001 - a refused sample is no information
+                    snap[s.name] = None
+            self.samples.append((time.time(), snap))
+            time.sleep(self.interval)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join(30)
+
+    def first(self, name, value, after=0.0):
+        return next((t for t, snap in self.samples if t >= after and snap.get(name) is value), None)
+
+    def ever(self, name, value, until=None):
+        return any(snap.get(name) is value for t, snap in self.samples if until is None or t <= until)
+
+
+def test_switchover_catches_up_before_fencing(cluster):
+    """TARGET lags (its applier is held by a row lock) while a client writes:
+    the primary stays writable during the catch-up, is made read-only only
+    when TARGET has (nearly) caught up, and the write freeze is short."""
+    from dbcluster import Writer
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    wa = Writer(c["db-0"], 1000, "a", stop_on_error=False, max_seconds=12)
+    wb = Writer(c["db-1"], 5_000_000, "b", stop_on_error=False, max_seconds=12)
+    poll = ReadOnlyPoller([c["db-0"], c["db-1"]])
+    wa.start()
+    wb.start()
+    t0 = time.time()
+    t, box = _run_bg(c, "switchover.sh", PRIMARY="db-0", TARGET="db-1", SWITCHOVER_WAIT=60)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 30, what="switchover waiting for db-1")
+        acked_before = len(wa.acked)
+        time.sleep(3)   # TARGET cannot catch up meanwhile
+        writable_during_wait = not poll.ever("db-0", True)
+        acked_during_wait = len(wa.acked) - acked_before
+        t_release = time.time()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+    finally:
+        lock.close()
+        wa.join(60)
+        wb.join(60)
+        poll.stop()
+    assert r.rc == 0 and r.json["result"] == "switched" and r.json["primary"] == "db-1", r
+    assert writable_during_wait, "the primary was made read-only while TARGET was still catching up"
+    assert acked_during_wait > 0, "writes must go on during the catch-up"
+    ro_at = poll.first("db-0", True, after=t0)
+    open_at = poll.first("db-1", False, after=t0)
+    assert ro_at and open_at and ro_at >= t_release - 0.1, (ro_at, t_release)
+    freeze = open_at - ro_at
+    np = c["db-1"]
+    c.wait_synced(np)
+    acked = set(wa.acked) | set(wb.acked)
+    lost = acked - rows(np)
+    by_sid = {}
+    for n, sid, ts in np.query("SELECT n, sid, ts FROM hook.t WHERE n >= 1000"):
+        by_sid.setdefault(int(sid), []).append(ts)
+    assert not lost, sorted(lost)[:20]
+    assert max(by_sid[1]) < min(by_sid[2]), "db-0 and db-1 accepted writes at the same time"
+    REPORT.append(f"switchover catch-up first: primary writable during a 3 s catch-up ({acked_during_wait} writes "
+                  f"acknowledged meanwhile); write freeze (db-0 read-only -> db-1 writable) {freeze * 1000:.0f} ms "
+                  f"(sampling {poll.interval * 1000:.0f} ms; script's frozenMs {r.json.get('frozenMs')}); last write on db-0 {max(by_sid[1])}, first on db-1 "
+                  f"{min(by_sid[2])}; lost {len(lost)}")
+    assert freeze < 5, freeze
+
+
+def test_switchover_catchup_timeout_never_fences(cluster):
+    """TARGET cannot catch up within SWITCHOVER_WAIT: catchup-timeout, and
+    the primary was never made read-only."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    poll = ReadOnlyPoller([c["db-0"]])
+    try:
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", SWITCHOVER_WAIT=3)
+    finally:
+        poll.stop()
+        lock.send("COMMIT;")
+        lock.close()
+    assert r.rc == 1 and r.json["reason"] == "catchup-timeout", r
+    assert "promoted" not in r.json
+    assert not poll.ever("db-0", True), "the primary was made read-only"
+    assert c.writable() == ["db-0"]
+    fill(c["db-0"], 11, 12)
+    REPORT.append(f"switchover catch-up timeout: catchup-timeout after {r.seconds:.1f}s, primary never read-only "
+                  f"({len(poll.samples)} samples)")

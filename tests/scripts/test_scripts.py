@@ -413,7 +413,7 @@ def test_switchover(cluster):
         f"switchover: acknowledged by db-0={len(wa.acked)} by db-1={len(wb.acked)} by db-2={len(wc.acked)}; "
         f"rows on new primary={len(on_new)} lost={len(lost)}; "
         f"last write accepted by db-0 {max(by_sid.get(1, ['-']))}, first by db-1 {min(by_sid.get(2, ['-']))}; "
-        f"switchover.sh {r.seconds:.1f}s")
+        f"switchover.sh {r.seconds:.1f}s, writes refused for {r.json.get('frozenMs')} ms")
     assert not lost
     assert wa.acked and wb.acked, "writers should have succeeded before and after"
     assert not wc.acked, "a replica accepted a write"
