@@ -140,6 +140,8 @@ parse_pods() {
 }
 parse_pods
 is_member() { [[ -n "${1:-}" && -n "${POD_ADDR[$1]+x}" ]]; }
+# is_member_of X LIST...: X is one of LIST.  Pure.
+is_member_of() { local x=$1 y; shift; for y in "$@"; do [ "$x" = "$y" ] && return 0; done; return 1; }
 pod_host() { local a=${POD_ADDR[$1]}; a=${a%:*}; a=${a#[}; printf '%s' "${a%]}"; }
 pod_port() { local a=${POD_ADDR[$1]}; printf '%s' "${a##*:}"; }
 # ordinal of a StatefulSet pod name: the digits after the last '-'
@@ -362,8 +364,9 @@ sql_gtid_position() {
 #   received set from its relay log at startup (RM 19.1.6.3,
 #   sysvar_relay_log_recovery).  A union of GTID sets is their comma-joined
 #   text (RM 19.1.3.1).
-# MariaDB: per domain the furthest of gtid_binlog_pos, gtid_current_pos, the
-#   IO thread's Gtid_IO_Pos (SHOW SLAVE STATUS) and, when the applier is not
+# MariaDB: a state (per domain and server_id the highest seq_no) made of
+#   gtid_binlog_state, gtid_current_pos, gtid_slave_pos, the IO thread's
+#   Gtid_IO_Pos (SHOW SLAVE STATUS) and, when the applier is not
 #   running or Gtid_IO_Pos is empty (it is after a restart: MariaDB 10.11 keeps
 #   no received position across restarts), the complete transactions in the
 #   relay log after the applier's position (mdb_relay_scan).
@@ -397,7 +400,7 @@ sql_gtid_received() {
 # mdb_relay_events_parse APPLIED < SHOW RELAYLOG EVENTS rows (Log_name Pos
 # Event_type Server_id End_log_pos Info): adds every complete transaction
 # (GTID event ... Xid / COMMIT; a standalone GTID event ... its Query) to
-# RL_GTIDS (a position: per domain the highest), and sets RL_FILE / RL_POS to
+# RL_GTIDS (a state: per domain and server_id the highest), and sets RL_FILE / RL_POS to
 # the GTID event of the first complete one APPLIED (a position) lacks.  State
 # across calls (a transaction may span relay log files): RLP_GTID, RLP_FILE,
 # RLP_POS, RLP_STANDALONE.  Pure.
@@ -428,7 +431,7 @@ mdb_relay_events_parse() {
     g=$RLP_GTID; RLP_GTID=""
     [[ $info == ROLLBACK* ]] && continue
     d=${g%%-*}; n=${g##*-}
-    RL_GTIDS=$(mdb_pos_max "$RL_GTIDS" "$g")
+    RL_GTIDS=$(mdb_state_max "$RL_GTIDS" "$g")
     if [ -z "$RL_FILE" ] && { [ -z "${aseq[$d]+x}" ] || (( n > aseq[$d] )); }; then
       RL_FILE=$RLP_FILE RL_POS=$RLP_POS
     fi
@@ -460,20 +463,20 @@ mdb_relay_scan() {
     file=$(next_relay_file "$file") pos=4
   done
 }
-# mdb_received POD: MDB_RECV = what POD executed and received (see
-# sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
+# mdb_received POD: MDB_RECV = what POD executed and received, as a state
+# (see sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
 # relay log was read, RL_GTIDS / RL_FILE / RL_POS; leaves RS_* set.
 mdb_received() {
   local pod=$1 all
-  all=$(sql "$pod" "SELECT CONCAT_WS(',', @@global.gtid_binlog_pos, @@global.gtid_current_pos,
+  all=$(sql "$pod" "SELECT CONCAT_WS(',', @@global.gtid_binlog_state, @@global.gtid_current_pos,
     @@global.gtid_slave_pos)") || return 1
   MDB_APPLIED=$(mdb_pos_max "$all" "")
   sql_replica_status "$pod" || return 1
-  MDB_RECV=$(mdb_pos_max "$MDB_APPLIED" "$RS_IO_GTID")
+  MDB_RECV=$(mdb_state_max "$all" "$RS_IO_GTID")
   RL_GTIDS="" RL_FILE="" RL_POS=""
   if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_SQL" != Yes ] || [ -z "$RS_IO_GTID" ]; }; then
     mdb_relay_scan "$pod" "$MDB_APPLIED"
-    MDB_RECV=$(mdb_pos_max "$MDB_RECV" "$RL_GTIDS")
+    MDB_RECV=$(mdb_state_max "$MDB_RECV" "$RL_GTIDS")
   fi
   return 0
 }
@@ -511,13 +514,14 @@ sql_drain_relay_log() {
 # MySQL: WAIT_FOR_EXECUTED_GTID_SET(set, timeout) -> 0 reached, 1 timeout
 #   (RM 14.18.2).
 # MariaDB: MASTER_GTID_WAIT(pos, timeout) -> 0 reached, -1 timeout; it waits
-#   for the replica SQL thread (gtid_slave_pos).
+#   for the replica SQL thread (gtid_slave_pos); a state is reduced to its
+#   position (per domain the highest seq_no) first.
 sql_wait_executed() {
   local pod=$1 gtids=$2 t=${3:-$WAIT_TIMEOUT} r
   [ -n "$gtids" ] || return 0
   case $FLAVOR in
     mysql)   r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT WAIT_FOR_EXECUTED_GTID_SET($(sql_quote "$gtids"), $t)") ;;
-    mariadb) r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT MASTER_GTID_WAIT($(sql_quote "$gtids"), $t)") ;;
+    mariadb) r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT MASTER_GTID_WAIT($(sql_quote "$(mdb_pos_max "$gtids" "")"), $t)") ;;
   esac
   [ "$r" = 0 ]
 }
@@ -608,6 +612,19 @@ mdb_pos_max() {   # per domain, the GTID with the larger seq_no (union of positi
   for d in "${doms[@]}"; do out+="${out:+,}${best[$d]}"; done
   printf '%s' "$out"
 }
+mdb_state_max() { # union of states: per (domain, server_id) the highest seq_no
+  local -A best=()
+  local e k n out="" x
+  csv_items "$(IFS=,; printf '%s' "$*")"
+  for e in "${CSV[@]}"; do
+    k=${e%-*}; n=${e##*-}
+    if [ -z "${best[$k]+x}" ] || (( n > best[$k] )); then best[$k]=$n; fi
+  done
+  local -a keys=()
+  [ ${#best[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!best[@]}" | sort -t- -k1,1n -k2,2n)
+  for x in "${keys[@]}"; do out+="${out:+,}$x-${best[$x]}"; done
+  printf '%s' "$out"
+}
 mdb_pos_ge() {    # every domain of B is present in A with seq_no >= B's
   local -A aseq=()
   local e d n
@@ -638,16 +655,30 @@ mdb_state_subset() {  # every (d,s,n) of A has (d,s,m>=n) in B
   done
   return 0
 }
+# gtid_contains A B [POD]: A holds every transaction of B (executed+received
+# sets).  MySQL: GTID_SUBSET(B, A) (RM 14.18.2).  MariaDB (states, one
+# d-s-n per domain and server_id): every (d,s,n) of B has (d,s,m>=n) in A,
+# and per domain A's highest seq_no is at least B's; this compares per
+# server_id, which positions alone cannot: two histories of the same length
+# written by different primaries are not the same.
+gtid_contains() {
+  case $FLAVOR in
+    mysql)   gtid_subset "$2" "$1" "${3:-}" ;;
+    mariadb) mdb_state_subset "$2" "$1" && mdb_pos_ge "$1" "$2" ;;
+  esac
+}
 # choose_most_advanced NAME...: the first NAME (callers list the preferred
-# first) whose set CAND_SET[NAME] contains every other NAME's set; returns 1
-# when none does (diverged).  Pure for MariaDB; MySQL compares on NAME's server.
+# first) whose set CAND_SET[NAME] contains every other NAME's (gtid_contains);
+# returns 1 when none does (diverged).  Pure for MariaDB; MySQL compares on
+# NAME's server.
+declare -A CAND_SET=()
 choose_most_advanced() {
   local c o ok
   for c in "$@"; do
     ok=1
     for o in "$@"; do
       [ "$o" = "$c" ] && continue
-      gtid_ge "${CAND_SET[$c]}" "${CAND_SET[$o]}" "$c" || { ok=0; break; }
+      gtid_contains "${CAND_SET[$c]}" "${CAND_SET[$o]}" "$c" || { ok=0; break; }
     done
     if (( ok )); then printf '%s' "$c"; return 0; fi
   done

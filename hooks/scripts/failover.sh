@@ -127,7 +127,7 @@ else
     if [ "$old_up" = true ]; then
       holds_all=true
       for p in "${members[@]}"; do
-        gtid_ge "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
+        gtid_contains "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
       done
     fi
     if [ "$FORCE" = 1 ]; then
@@ -158,7 +158,7 @@ else
   done
   r_arr errant "${errant[@]}"
   (( ${#candidates[@]} > 0 )) || fail no-candidate "no member answers that could be promoted (errant: ${errant[*]:-none})"
-  declare -A CAND_SET=()
+  CAND_SET=()
   for c in "${candidates[@]}"; do CAND_SET[$c]=${RECV[$c]}; done
   new=$(choose_most_advanced "${candidates[@]}") ||
     fail diverged "no candidate contains all others: $(for c in "${candidates[@]}"; do printf '%s=[%s] ' "$c" "${CAND_SET[$c]}"; done)"

@@ -496,3 +496,103 @@ def test_switchover_catchup_timeout_never_fences(cluster):
     fill(c["db-0"], 11, 12)
     REPORT.append(f"switchover catch-up timeout: catchup-timeout after {r.seconds:.1f}s, primary never read-only "
                   f"({len(poll.samples)} samples)")
+
+
+# ------------------------------------------- 7. bootstrap over retained data
+
+def _restart_all(c):
+    """Every server stopped and started again: what recreating the cluster
+    over its retained volumes does (each comes back read-only, replication
+    threads stopped, replica configuration kept)."""
+    for s in c.servers:
+        s.stop()
+    for s in c.servers:
+        s.start()
+    assert c.writable() == []
+
+
+def test_bootstrap_over_retained_data_takes_the_most_advanced(cluster):
+    """A failover moved the primary to db-2 and more rows were written while
+    db-0 was down; the cluster is recreated over its volumes and bootstrap
+    runs with the hint PRIMARY=db-0: db-2 must become primary, no row lost;
+    db-0, which also wrote a transaction of its own meanwhile, is reported
+    rebuildNeeded, not joined."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 20)
+    c.wait_synced(c["db-0"])
+    c["db-0"].kill()
+    c["db-1"].kill()
+    r = c.run("failover.sh", PRIMARY="db-0", FORCE=1)
+    assert r.rc == 0 and r.json["primary"] == "db-2", r
+    c["db-1"].start()
+    pf = c.world.root / c.tag / "primary"
+    pf.write_text("db-2\n")
+    rj = c.run("join.sh", POD_NAME="db-1", PRIMARY_FILE=pf)
+    assert rj.rc == 0 and rj.json["result"] == "joined", rj
+    fill(c["db-2"], 21, 40)
+    c.wait_synced(c["db-2"])
+    c["db-0"].start()
+    _restart_all(c)
+    # db-0 writes on its own while read-only (root bypasses MariaDB's read_only)
+    c["db-0"].query("INSERT INTO hook.t VALUES (9000, 'errant', @@server_id, NOW(6))")
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb.rc == 0 and rb.json["result"] == "bootstrapped", rb
+    assert rb.json["primary"] == "db-2", rb
+    assert rb.json["promoted"] == "db-2", rb
+    assert rb.json["rebuildNeeded"] == ["db-0"] and rb.json["replicas"] == ["db-1"], rb
+    assert c.writable() == ["db-2"]
+    assert rows(c["db-2"]) == set(range(1, 41)), "no row lost"
+    assert c["db-1"].replicating_from(c["db-2"])
+    assert c["db-0"].read_only() and not c["db-0"].replica_status().get("Master_Host")  \
+        or not c["db-0"].replicating_from(c["db-2"])
+    # rerun: the same answer, nothing changes
+    before = c.state()
+    rb2 = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb2.rc == 0 and rb2.json["primary"] == "db-2" and rb2.json["rebuildNeeded"] == ["db-0"], rb2
+    assert c.state() == before
+
+    # again over the volumes, the hint now a former replica as advanced as
+    # db-2: the hint wins the tie; its stale replica configuration is reset
+    _restart_all(c)
+    rb3 = c.run("bootstrap.sh", PRIMARY="db-1", BOOTSTRAP_WAIT=20)
+    assert rb3.rc == 0 and rb3.json["primary"] == "db-1", rb3
+    assert c.writable() == ["db-1"] and not c["db-1"].replica_status().get("Master_Host")
+    assert c["db-2"].replicating_from(c["db-1"])
+    fill(c["db-1"], 41, 42)
+    c.wait_synced(c["db-1"])
+    assert rows(c["db-2"]) == set(range(1, 43))
+    REPORT.append(f"bootstrap over retained volumes, hint db-0: chose {rb.json['primary']} (40 rows kept), "
+                  f"rebuildNeeded {rb.json['rebuildNeeded']}; hint db-1 tied with db-2 -> db-1, stale replica "
+                  f"configuration reset")
+
+
+def test_bootstrap_over_diverged_data_refuses(cluster):
+    """No member contains every other's transactions: diverged, listing
+    the sets, nothing made writable (a human decides)."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    _restart_all(c)
+    # transactions of two former primaries (server_id 8 and 9), each on one member
+    c["db-1"].query("SET SESSION server_id = 9; INSERT INTO hook.t VALUES (901, 'x', 9, NOW(6))")
+    c["db-2"].query("SET SESSION server_id = 8; INSERT INTO hook.t VALUES (801, 'y', 8, NOW(6))")
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb.rc == 1 and rb.json["reason"] == "diverged", rb
+    assert "db-1=" in rb.json["message"] and "db-2=" in rb.json["message"], rb
+    assert "promoted" not in rb.json
+    assert c.writable() == []
+    REPORT.append(f"bootstrap over diverged volumes: {rb.json['message'][:160]}")
+
+
+def test_bootstrap_waits_for_every_member_when_data_exists(cluster):
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 5)
+    c.wait_synced(c["db-0"])
+    _restart_all(c)
+    c["db-2"].kill()
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=3)
+    assert rb.rc == 1 and rb.json["reason"] == "members-unreachable" and "db-2" in rb.json["message"], rb
+    assert c.writable() == []
