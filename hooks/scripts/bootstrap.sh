@@ -94,17 +94,9 @@ elif [ "$has_data" = false ]; then
   log "new cluster (no member holds data): $primary becomes the primary"
 else
   # errant members: transactions of their own no other member has
-  candidates=()
-  for p in "${members[@]}"; do
-    others_exec=""
-    for q in "${members[@]}"; do [ "$q" = "$p" ] || others_exec=$(gtid_union "$others_exec" "${EXEC[$q]}"); done
-    if (( ${#members[@]} > 1 )) && gtid_own_errant "${EXEC[$p]}" "$others_exec" "${IDENT[$p]}" "$p"; then
-      log "$p is errant: it wrote transactions no other member has"
-      errant+=("$p")
-    else
-      candidates+=("$p")
-    fi
-  done
+  split_errant - "${members[@]}"
+  errant=("${ERRANT[@]}") candidates=("${NONERRANT[@]}")
+  for p in "${errant[@]}"; do log "$p is errant: it wrote transactions no other member has"; done
   # preference: the hint, members with no replica configuration, the rest
   ordered=() plain=() former=()
   for p in "${candidates[@]}"; do

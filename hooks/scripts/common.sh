@@ -139,6 +139,7 @@ parse_pods() {
   (( ${#POD_NAMES[@]} > 0 )) || fail bad-env "PODS is empty"
 }
 parse_pods
+[[ $SEMISYNC_ACKS =~ ^[1-9][0-9]*$ ]] || fail bad-env "SEMISYNC_ACKS '$SEMISYNC_ACKS' must be a positive number"
 is_member() { [[ -n "${1:-}" && -n "${POD_ADDR[$1]+x}" ]]; }
 # is_member_of X LIST...: X is one of LIST.  Pure.
 is_member_of() { local x=$1 y; shift; for y in "$@"; do [ "$x" = "$y" ] && return 0; done; return 1; }
@@ -232,7 +233,7 @@ sql_is_fenced() {
 }
 # This connection's id, then the process list: Id User Host db Command Time
 # State Info (MariaDB adds Progress), tab separated.
-# MySQL: CONNECTION_ID() (RM 14.15), SHOW PROCESSLIST (RM 15.7.7.32).
+# MySQL: CONNECTION_ID() (RM 14.15), SHOW PROCESSLIST (RM 15.7.7.31).
 # MariaDB: the same statements.
 sql_processlist() { sql "$1" "SELECT CONNECTION_ID(); SHOW PROCESSLIST"; }
 # KILL CONNECTION (RM 15.7.8.4; MariaDB the same).  A thread that is already
@@ -358,7 +359,7 @@ sql_gtid_position() {
 # Executed plus already received (in the relay log, not yet applied): what a
 # promoted server would hold once it has applied its relay log.
 # MySQL: gtid_executed UNION performance_schema.replication_connection_status.
-#   RECEIVED_TRANSACTION_SET (RM 29.12.11.11), one row per channel, read as
+#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13), one row per channel, read as
 #   rows (GROUP_CONCAT would be cut at group_concat_max_len, 1024 bytes by
 #   default, RM 14.19.1); with relay_log_recovery=OFF the server rebuilds the
 #   received set from its relay log at startup (RM 19.1.6.3,
@@ -527,29 +528,30 @@ sql_wait_executed() {
 }
 
 # gtid_subset A B [POD]: true when every transaction of A is also in B.
-# MySQL: GTID_SUBSET(a, b) evaluated on POD (RM 14.18.2).
+# MySQL: GTID sets (uuid[:tag]:interval...), compared here in bash
+#   (mysql_gtid_subset) with the semantics of GTID_SUBSET(a, b) (RM 14.18.2):
+#   no server round trip, and the same code runs in the unit tests.
 # MariaDB: no server function exists; compared here from gtid_binlog_state
 #   lists: every (domain, server_id, seq) of A needs the same (domain,
 #   server_id) in B with a seq at least as high.
+# The POD argument is kept for callers; no comparison needs a server.  Pure.
 gtid_subset() {
-  local a=$1 b=$2 pod=${3:-}
   case $FLAVOR in
-    mysql)
-      [ -n "$a" ] || return 0
-      [ "$(sql "$pod" "SELECT GTID_SUBSET($(sql_quote "$a"), $(sql_quote "$b"))")" = 1 ] ;;
-    mariadb) mdb_state_subset "$a" "$b" ;;
+    mysql)   mysql_gtid_subset "$1" "$2" ;;
+    mariadb) mdb_state_subset "$1" "$2" ;;
   esac
 }
 # gtid_own_errant SET OTHERS IDENTITY [POD]: true when SET holds a transaction
 # that originated on IDENTITY (a server's own write) and that OTHERS lacks.
-# MySQL: GTID_SUBTRACT(set, others) (RM 14.18.2), then look for "uuid:".
+# MySQL: SET minus OTHERS (GTID_SUBTRACT semantics), then look for IDENTITY
+#   (the server_uuid) as the source of what is left.  Pure.
 gtid_own_errant() {
-  local set=$1 others=$2 ident=$3 pod=${4:-} d e
+  local set=$1 others=$2 ident=$3 d e
   case $FLAVOR in
     mysql)
-      d=$(sql "$pod" "SELECT REPLACE(GTID_SUBTRACT($(sql_quote "$set"), $(sql_quote "$others")), '\n', '')")
+      d=$(mysql_gtid_subtract "$set" "$others")
       csv_items "$d"
-      for e in "${CSV[@]}"; do [ "${e%%:*}" = "$ident" ] && return 0; done
+      for e in "${CSV[@]}"; do [ "${e%%:*}" = "${ident,,}" ] && return 0; done
       return 1 ;;
     mariadb)
       local s items
@@ -563,12 +565,12 @@ gtid_own_errant() {
   esac
 }
 # gtid_subtract A B [POD]: the part of A that B lacks, as text (for reports).
-# MySQL: GTID_SUBTRACT(a, b) (RM 14.18.2).  MariaDB: the (domain, server_id)
-#   entries of A not covered by B.
+# MySQL: GTID_SUBTRACT(a, b) semantics (RM 14.18.2), in bash.  MariaDB: the
+#   (domain, server_id) entries of A not covered by B.  Pure.
 gtid_subtract() {
-  local a=$1 b=$2 pod=${3:-} e out=""
+  local a=$1 b=$2 e out=""
   case $FLAVOR in
-    mysql) sql "$pod" "SELECT REPLACE(GTID_SUBTRACT($(sql_quote "$a"), $(sql_quote "$b")), '\n', '')" ;;
+    mysql) mysql_gtid_subtract "$a" "$b" ;;
     mariadb)
       local items
       csv_items "$a"; items=("${CSV[@]}")
@@ -579,12 +581,117 @@ gtid_subtract() {
   esac
 }
 # gtid_ge A B [POD]: A is at least as advanced as B (B is contained in A).
-# MySQL: GTID_SUBSET(b, a).  MariaDB: per domain seq_no comparison of positions.
+# MySQL: B subset of A.  MariaDB: per domain seq_no comparison of positions.
 gtid_ge() {
   case $FLAVOR in
-    mysql)   gtid_subset "$2" "$1" "${3:-}" ;;
+    mysql)   mysql_gtid_subset "$2" "$1" ;;
     mariadb) mdb_pos_ge "$1" "$2" ;;
   esac
+}
+
+# --- MySQL GTID sets (bash only) -----------------------------------------------
+# Text format (RM 19.1.3.1): entries "uuid:interval[:interval]..." joined by
+# commas, an interval "n" or "n-m"; MySQL 8.4 adds tags, "uuid:tag:interval..."
+# (a tag token switches the tag for the intervals after it, so
+# "uuid:1-5:tag1:1-3" and "uuid:1-5,uuid:tag1:1-3" are the same set).  UUIDs
+# and tags are case-insensitive (kept lower case); whitespace and newlines, as
+# in gtid_executed, are ignored.
+# mysql_gtid_parse SET NAME: the set into the associative array NAME, one
+# key per "uuid" / "uuid:tag", value "s-e s-e ..." sorted and merged.
+mysql_gtid_parse() {
+  local -n _mg=$2
+  local entry tok uuid tag key s e
+  local -a toks=()
+  _mg=()
+  csv_items "$1"
+  for entry in "${CSV[@]}"; do
+    IFS=: read -r -a toks <<< "$entry"
+    uuid=${toks[0],,} tag=""
+    for tok in "${toks[@]:1}"; do
+      if [[ $tok =~ ^([0-9]+)(-([0-9]+))?$ ]]; then
+        s=$((10#${BASH_REMATCH[1]})) e=$((10#${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}))
+        key=$uuid${tag:+:$tag}
+        _mg[$key]+="${_mg[$key]:+ }$s-$e"
+      elif [ -n "$tok" ]; then
+        tag=${tok,,}
+      fi
+    done
+  done
+  for key in "${!_mg[@]}"; do _mg[$key]=$(mysql_gtid_merge ${_mg[$key]}); done
+}
+# mysql_gtid_merge S-E...: the intervals sorted and merged (adjacent ones too).
+mysql_gtid_merge() {
+  local iv s e cs="" ce="" out=""
+  while IFS=- read -r s e; do
+    [ -n "$s" ] || continue
+    if [ -z "$cs" ]; then cs=$s ce=$e
+    elif (( s <= ce + 1 )); then (( e > ce )) && ce=$e
+    else out+="${out:+ }$cs-$ce"; cs=$s ce=$e
+    fi
+  done < <(for iv in "$@"; do printf '%s\n' "$iv"; done | sort -t- -k1,1n -k2,2n)
+  [ -z "$cs" ] || out+="${out:+ }$cs-$ce"
+  printf '%s' "$out"
+}
+# mysql_gtid_format NAME: the parsed set NAME as text, keys sorted.
+mysql_gtid_format() {
+  local -n _mf=$1
+  local key iv out="" one
+  local -a keys=()
+  [ ${#_mf[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!_mf[@]}" | sort)
+  for key in "${keys[@]}"; do
+    [ -n "${_mf[$key]}" ] || continue
+    one=$key
+    for iv in ${_mf[$key]}; do
+      if [ "${iv%-*}" = "${iv#*-}" ]; then one+=":${iv%-*}"; else one+=":$iv"; fi
+    done
+    out+="${out:+,}$one"
+  done
+  printf '%s' "$out"
+}
+# mysql_gtid_normalize SET / mysql_gtid_union SET...: canonical text.
+mysql_gtid_normalize() { local -A _n=(); mysql_gtid_parse "$1" _n; mysql_gtid_format _n; }
+mysql_gtid_union() { mysql_gtid_normalize "$(IFS=,; printf '%s' "$*")"; }
+# mysql_gtid_subset A B: every GTID of A is in B (GTID_SUBSET).
+mysql_gtid_subset() {
+  local -A _a=() _b=()
+  local key iv s e biv bs be ok
+  mysql_gtid_parse "$1" _a
+  mysql_gtid_parse "$2" _b
+  for key in "${!_a[@]}"; do
+    for iv in ${_a[$key]}; do
+      s=${iv%-*} e=${iv#*-} ok=0
+      for biv in ${_b[$key]:-}; do
+        bs=${biv%-*} be=${biv#*-}
+        if (( bs <= s && e <= be )); then ok=1; break; fi
+      done
+      (( ok )) || return 1
+    done
+  done
+  return 0
+}
+# mysql_gtid_subtract A B: the GTIDs of A not in B, as text (GTID_SUBTRACT).
+mysql_gtid_subtract() {
+  local -A _a=() _b=() _r=()
+  local key iv s e biv bs be rest
+  mysql_gtid_parse "$1" _a
+  mysql_gtid_parse "$2" _b
+  for key in "${!_a[@]}"; do
+    rest=""
+    for iv in ${_a[$key]}; do
+      s=${iv%-*} e=${iv#*-}
+      for biv in ${_b[$key]:-}; do       # B's intervals are sorted
+        bs=${biv%-*} be=${biv#*-}
+        (( be < s )) && continue
+        (( bs > e )) && break
+        (( bs > s )) && rest+="${rest:+ }$s-$((bs - 1))"
+        s=$((be + 1))
+        (( s > e )) && break
+      done
+      (( s <= e )) && rest+="${rest:+ }$s-$e"
+    done
+    [ -z "$rest" ] || _r[$key]=$rest
+  done
+  mysql_gtid_format _r
 }
 
 # --- MariaDB GTID list helpers (bash only) ----------------------------------
@@ -656,7 +763,7 @@ mdb_state_subset() {  # every (d,s,n) of A has (d,s,m>=n) in B
   return 0
 }
 # gtid_contains A B [POD]: A holds every transaction of B (executed+received
-# sets).  MySQL: GTID_SUBSET(B, A) (RM 14.18.2).  MariaDB (states, one
+# sets).  MySQL: B subset of A (GTID_SUBSET semantics, in bash).  MariaDB (states, one
 # d-s-n per domain and server_id): every (d,s,n) of B has (d,s,m>=n) in A,
 # and per domain A's highest seq_no is at least B's; this compares per
 # server_id, which positions alone cannot: two histories of the same length
@@ -667,10 +774,32 @@ gtid_contains() {
     mariadb) mdb_state_subset "$2" "$1" && mdb_pos_ge "$1" "$2" ;;
   esac
 }
+# split_errant BASE MEMBER...: with EXEC[m] (executed set) and IDENT[m]
+# (server identity) of each MEMBER, sets ERRANT (members holding a transaction
+# they originated themselves that neither BASE -- e.g. the old primary's
+# executed set, "-" when there is none -- nor any other member has) and
+# NONERRANT (the others), both in the order given.  The rule needs another
+# set to compare with: a sole member without BASE is never errant.  Pure.
+split_errant() {
+  local base=$1 p q others n; shift
+  ERRANT=() NONERRANT=()
+  for p in "$@"; do
+    others="" n=0
+    if [ "$base" != - ]; then others=$base; n=1; fi
+    for q in "$@"; do
+      [ "$q" = "$p" ] && continue
+      others=$(gtid_union "$others" "${EXEC[$q]}"); n=$((n + 1))
+    done
+    if (( n > 0 )) && gtid_own_errant "${EXEC[$p]}" "$others" "${IDENT[$p]}"; then
+      ERRANT+=("$p")
+    else
+      NONERRANT+=("$p")
+    fi
+  done
+}
 # choose_most_advanced NAME...: the first NAME (callers list the preferred
 # first) whose set CAND_SET[NAME] contains every other NAME's (gtid_contains);
-# returns 1 when none does (diverged).  Pure for MariaDB; MySQL compares on
-# NAME's server.
+# returns 1 when none does (diverged).  Pure.
 declare -A CAND_SET=()
 choose_most_advanced() {
   local c o ok
@@ -684,11 +813,11 @@ choose_most_advanced() {
   done
   return 1
 }
-# Union of several GTID sets / states, as text.
+# Union of several GTID sets / states, as text (MySQL: normalized).  Pure.
 gtid_union() {
   local out="" x
   for x in "$@"; do [ -n "$x" ] && out+="${out:+,}$x"; done
-  printf '%s' "$out"
+  if [ "$FLAVOR" = mysql ]; then mysql_gtid_normalize "$out"; else printf '%s' "$out"; fi
 }
 
 # --- replica status ----------------------------------------------------------

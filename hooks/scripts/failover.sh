@@ -140,22 +140,13 @@ else
   fi
 
   # 4. candidates
-  errant=() candidates=()
+  base=-
+  [ "$old_up" = true ] && base=${EXEC[$old]}
+  split_errant "$base" "${members[@]}"
+  errant=("${ERRANT[@]}") candidates=()
+  for p in "${errant[@]}"; do log "$p is errant: it wrote transactions no other member has"; done
   [ "$old_up" = true ] && candidates+=("$old")
-  for p in "${members[@]}"; do
-    others_exec="" nothers=0
-    if [ "$old_up" = true ]; then others_exec=${EXEC[$old]}; nothers=1; fi
-    for q in "${members[@]}"; do
-      [ "$q" = "$p" ] && continue
-      others_exec=$(gtid_union "$others_exec" "${EXEC[$q]}"); nothers=$((nothers + 1))
-    done
-    if (( nothers > 0 )) && gtid_own_errant "${EXEC[$p]}" "$others_exec" "${IDENT[$p]}" "$p"; then
-      log "$p is errant: it wrote transactions no other member has"
-      errant+=("$p")
-    else
-      candidates+=("$p")
-    fi
-  done
+  candidates+=("${NONERRANT[@]}")
   r_arr errant "${errant[@]}"
   (( ${#candidates[@]} > 0 )) || fail no-candidate "no member answers that could be promoted (errant: ${errant[*]:-none})"
   CAND_SET=()

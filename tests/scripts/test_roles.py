@@ -101,7 +101,8 @@ def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
         acked = "acked-500" in s.out
         REPORT.append(f"fence: commit blocked on semi-sync -> promoted {new.name}, "
                       f"blocked commit acknowledged={acked}, on new primary={500 in rows(new)}, "
-                      f"old primary read-only={c['db-0'].read_only()}, rebuildNeeded={r.json.get('rebuildNeeded')}")
+                      f"db-0 {'promoted again in place' if new.name == 'db-0' else 'read-only=' + str(c['db-0'].read_only())}, "
+                      f"rebuildNeeded={r.json.get('rebuildNeeded')}")
     finally:
         s.close()
 
