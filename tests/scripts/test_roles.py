@@ -55,7 +55,7 @@ def test_failover_fences_primary_behind_long_statement(cluster):
     try:
         if r.rc != 0:
             assert r.json["reason"] == "fence-failed" and "db-0" in r.json["message"], r
-            assert c.writable() == [], "nothing promoted, the old primary not writable"
+            assert "promoted" not in r.json and c.writable() == ["db-0"], "nothing promoted"
             outcome = "fence-failed"
         else:
             new = assert_one_writable_and_following(c, r).name
@@ -67,6 +67,30 @@ def test_failover_fences_primary_behind_long_statement(cluster):
         for srv in c.running():
             assert srv.value("SELECT writer FROM hook.t WHERE n = 1") == "r", srv.name
         REPORT.append(f"fence: old primary behind a 600 s statement -> {outcome} in {took:.1f}s")
+    finally:
+        s.close()
+
+
+def test_failover_fence_failed_promotes_nothing(cluster):
+    """When the old primary answers and cannot be fenced (here: a single
+    attempt, FENCE_ATTEMPTS=1, blocked by a long statement), failover fails
+    with fence-failed naming it and promotes nothing: the replicas are left
+    as they were (still replicating from it), no second writable server."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 5)
+    c.wait_synced(p)
+    s = Session(p, "app")
+    s.send("UPDATE hook.t SET writer = IF(SLEEP(600) = 0, 'late', 'x') WHERE n = 1;")
+    wait_for(lambda: any("SLEEP" in (r[4] or "") for r in processlist(p, "app")), what="long statement")
+    try:
+        r = c.run("failover.sh", PRIMARY="db-0", FENCE_ATTEMPTS=1)
+        assert r.rc == 1 and r.json["reason"] == "fence-failed", r
+        assert "db-0" in r.json["message"] and "promoted" not in r.json, r
+        assert c.writable() == ["db-0"]
+        for name in ("db-1", "db-2"):
+            assert c[name].replicating_from(p), f"{name} was touched"
     finally:
         s.close()
 
