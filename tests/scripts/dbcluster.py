@@ -20,6 +20,8 @@ server's conf.d (as the images' /etc/mysql/my.cnf includes /etc/mysql/conf.d).
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
+import hashlib
 import json
 import os
 import random
@@ -62,7 +64,7 @@ NEEDED_OPTIONS = {
     "sync_binlog": "1",
     "innodb_flush_log_at_trx_commit": "1",
     "read_only": "ON",
-    "relay_log_recovery": "ON",
+    "relay_log_recovery": "OFF",
     "skip_slave_start": "ON",
     "slave_net_timeout": "10",
     "rpl_semi_sync_slave_enabled": "ON",
@@ -257,6 +259,7 @@ class Server:
     def kill(self):
         """SIGKILL: a crash, nothing flushed beyond what is durable."""
         if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)   # a frozen server must die too
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
@@ -268,6 +271,20 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(30)
+
+    def freeze(self):
+        """SIGSTOP: the server hangs (a frozen node); connects time out."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def set_extra_cnf(self, text: str):
+        """Test-only server options, read after the hook's file (conf.d is read
+        in name order): takes effect at the next start."""
+        (self.confdir / "99-test.cnf").write_text("[mysqld]\n" + text)
 
     @property
     def running(self) -> bool:
@@ -451,3 +468,184 @@ class Writer(threading.Thread):
     def stop(self):
         self.stop_flag.set()
         self.join(180)
+
+
+class Session:
+    """One client connection kept open (a `mariadb` process fed through stdin):
+    holds locks, runs statements that block.  Without `force` the client stops
+    at the first error, so a marker SELECT after a write is printed only when
+    the write returned OK."""
+
+    def __init__(self, srv: Server, user: str = "root", force: bool = False):
+        args = srv.client_args(user) + ["-n"] + (["--force"] if force else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for f, acc in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=self._read, args=(f, acc), daemon=True).start()
+
+    @staticmethod
+    def _read(f, acc):
+        for line in f:
+            acc.append(line.rstrip("\n"))
+
+    def send(self, sql: str):
+        self.proc.stdin.write(sql + "\n")
+        self.proc.stdin.flush()
+
+    def wait_output(self, text: str, timeout: float = 30) -> bool:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(text in line for line in self.out):
+                return True
+            if self.proc.poll() is not None:
+                time.sleep(0.1)
+                return any(text in line for line in self.out)
+            time.sleep(0.05)
+        return False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def wait_for(cond, timeout: float = 30, interval: float = 0.05, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Cluster:
+    def __init__(self, world: World, tag: str, n: int = 3, extra_cnf: str = ""):
+        self.world = world
+        self.tag = tag
+        self.world_root_password = ROOT_PASSWORD
+        self.probe_seconds: list[float] = []
+        self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
+        self.pods = pods_env(self.servers)
+        # init containers of different pods run concurrently
+        with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
+            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
+                assert r.json["created"] is True, r
+        # sequentially, from this thread: a server gets SIGKILL when the thread
+        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
+        for s in self.servers:
+            if extra_cnf:
+                s.set_extra_cnf(extra_cnf)
+            s.start()
+
+    def __getitem__(self, name: str) -> Server:
+        return next(s for s in self.servers if s.name == name)
+
+    def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
+        env.setdefault("PODS", self.pods)
+        return run_script(script, self.world, {k: str(v) for k, v in env.items()})
+
+    def bootstrap(self):
+        r = self.run("bootstrap.sh", PRIMARY="")
+        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
+        p = self["db-0"]
+        p.query("CREATE DATABASE hook;"
+                "CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
+                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}';"
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON hook.* TO 'app'@'%'")
+        return r
+
+    def running(self):
+        return [s for s in self.servers if s.running]
+
+    def writable(self):
+        return [s.name for s in self.running() if not s.read_only()]
+
+    def source_of(self, s: Server):
+        st = s.replica_status()
+        if not st.get("Master_Port"):
+            return None
+        port = int(st["Master_Port"])
+        return next((x.name for x in self.servers if x.port == port), f"?{port}")
+
+    def wait_synced(self, primary: Server, timeout: float = 60):
+        """Every running replica has executed the primary's binlog position."""
+        pos = primary.value("SELECT @@gtid_binlog_pos")
+        for s in self.running():
+            if s is primary or self.source_of(s) != primary.name:
+                continue
+            r = s.value(f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})")
+            assert r == "0", f"{s.name} did not reach {pos}: {s.replica_status()}"
+
+    def state(self):
+        """What 'same end state' compares: who is writable, who follows whom,
+        the GTID positions and the data."""
+        out = {}
+        for s in self.running():
+            st = s.replica_status()
+            out[s.name] = (
+                s.read_only(),
+                self.source_of(s),
+                st.get("Slave_IO_Running"),
+                st.get("Slave_SQL_Running"),
+                s.value("SELECT @@gtid_binlog_pos"),
+                s.value("SELECT COUNT(*) FROM hook.t") if s.value(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='hook' AND table_name='t'") == "1" else None,
+            )
+        return out
+
+    def close(self):
+        for s in self.servers:
+            s.kill()
+
+
+
+def rows(s: Server) -> set[int]:
+    return {int(r[0]) for r in s.query("SELECT n FROM hook.t")}
+
+
+def content_hash(s: Server, table: str) -> str:
+    data = s.query(f"SELECT * FROM {table} ORDER BY 1")
+    return hashlib.sha256(repr(data).encode()).hexdigest()
+
+
+def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
+    """Writer on db-0; SIGKILL db-0 while INSERTs are in flight."""
+    w = Writer(c["db-0"], 1, "w", stop_on_error=True, max_seconds=60)
+    w.start()
+    deadline = time.time() + 30
+    while len(w.acked) < min_acked and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(w.acked) >= min_acked, "writer made no progress"
+    c["db-0"].kill()
+    w.join(60)
+    return w
+
+
+
+def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+           "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
+           "MYSQL_ROOT_PASSWORD": c.world_root_password}
+    if rebuild_marker is not None:
+        env["REBUILD_MARKER"] = str(rebuild_marker)
+    t0 = time.time()
+    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
+                       timeout=30)
+    c.probe_seconds.append(time.time() - t0)
+    assert r.stderr == "", r.stderr
+    return r.returncode, r.stdout.strip()
+
+

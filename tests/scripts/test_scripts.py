@@ -9,141 +9,15 @@ result line.  Servers are always torn down.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
-import hashlib
 import os
-import subprocess
 import time
 
 import pytest
 
 from conftest import REPORT
-from dbcluster import (APP_PASSWORD, ROOT_PASSWORD, SCRIPTS, SetupError, Server, World, Writer, pods_env,
+from dbcluster import (Cluster, Writer, content_hash, kill_primary_mid_stream, probe, rows,
                        run_script)
-
-
-# --------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="session")
-def world():
-    try:
-        w = World()
-    except SetupError as e:
-        pytest.fail(f"cannot set up MariaDB servers: {e}")
-    REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
-                  + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
-    yield w
-    w.close()
-
-
-class Cluster:
-    def __init__(self, world: World, tag: str, n: int = 3):
-        self.world = world
-        self.tag = tag
-        self.world_root_password = ROOT_PASSWORD
-        self.probe_seconds: list[float] = []
-        self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
-        self.pods = pods_env(self.servers)
-        # init containers of different pods run concurrently
-        with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
-            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
-                assert r.json["created"] is True, r
-        # sequentially, from this thread: a server gets SIGKILL when the thread
-        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
-        for s in self.servers:
-            s.start()
-
-    def __getitem__(self, name: str) -> Server:
-        return next(s for s in self.servers if s.name == name)
-
-    def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
-        env.setdefault("PODS", self.pods)
-        return run_script(script, self.world, {k: str(v) for k, v in env.items()})
-
-    def bootstrap(self):
-        r = self.run("bootstrap.sh", PRIMARY="")
-        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
-        p = self["db-0"]
-        p.query("CREATE DATABASE hook;"
-                "CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
-                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}';"
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON hook.* TO 'app'@'%'")
-        return r
-
-    def running(self):
-        return [s for s in self.servers if s.running]
-
-    def writable(self):
-        return [s.name for s in self.running() if not s.read_only()]
-
-    def source_of(self, s: Server):
-        st = s.replica_status()
-        if not st.get("Master_Port"):
-            return None
-        port = int(st["Master_Port"])
-        return next((x.name for x in self.servers if x.port == port), f"?{port}")
-
-    def wait_synced(self, primary: Server, timeout: float = 60):
-        """Every running replica has executed the primary's binlog position."""
-        pos = primary.value("SELECT @@gtid_binlog_pos")
-        for s in self.running():
-            if s is primary or self.source_of(s) != primary.name:
-                continue
-            r = s.value(f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})")
-            assert r == "0", f"{s.name} did not reach {pos}: {s.replica_status()}"
-
-    def state(self):
-        """What 'same end state' compares: who is writable, who follows whom,
-        the GTID positions and the data."""
-        out = {}
-        for s in self.running():
-            st = s.replica_status()
-            out[s.name] = (
-                s.read_only(),
-                self.source_of(s),
-                st.get("Slave_IO_Running"),
-                st.get("Slave_SQL_Running"),
-                s.value("SELECT @@gtid_binlog_pos"),
-                s.value("SELECT COUNT(*) FROM hook.t") if s.value(
-                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='hook' AND table_name='t'") == "1" else None,
-            )
-        return out
-
-    def close(self):
-        for s in self.servers:
-            s.kill()
-
-
-@pytest.fixture
-def cluster(world, request):
-    c = Cluster(world, request.node.name)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def rows(s: Server) -> set[int]:
-    return {int(r[0]) for r in s.query("SELECT n FROM hook.t")}
-
-
-def content_hash(s: Server, table: str) -> str:
-    data = s.query(f"SELECT * FROM {table} ORDER BY 1")
-    return hashlib.sha256(repr(data).encode()).hexdigest()
-
-
-def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
-    """Writer on db-0; SIGKILL db-0 while INSERTs are in flight."""
-    w = Writer(c["db-0"], 1, "w", stop_on_error=True, max_seconds=60)
-    w.start()
-    deadline = time.time() + 30
-    while len(w.acked) < min_acked and time.time() < deadline:
-        time.sleep(0.05)
-    assert len(w.acked) >= min_acked, "writer made no progress"
-    c["db-0"].kill()
-    w.join(60)
-    return w
 
 
 # ------------------------------------------------------------------------ tests
@@ -221,20 +95,6 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         s.kill()
 
 
-def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
-           "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-           "MYSQL_ROOT_PASSWORD": c.world_root_password}
-    if rebuild_marker is not None:
-        env["REBUILD_MARKER"] = str(rebuild_marker)
-    t0 = time.time()
-    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
-                       timeout=30)
-    c.probe_seconds.append(time.time() - t0)
-    assert r.stderr == "", r.stderr
-    return r.returncode, r.stdout.strip()
-
-
 def test_probes(world, request):
     c = Cluster(world, request.node.name, n=2)
     try:
@@ -307,13 +167,14 @@ def test_bootstrap(cluster):
     # idempotence: a second run changes nothing and says the same
     before = cluster.state()
     r2 = cluster.run("bootstrap.sh", PRIMARY="")
-    assert r2.rc == 0 and r2.json == r.json | {"gtid": r2.json["gtid"]}
+    assert r2.rc == 0 and r2.json == r.json | {"gtid": r2.json["gtid"]}, r2
     assert r2.json["gtid"] == p.value("SELECT @@gtid_binlog_pos")
     assert cluster.state() == before
 
-    # never a second primary: bootstrapping another pod is refused
+    # never a second primary: PRIMARY is only a hint, the running primary is kept
     r3 = cluster.run("bootstrap.sh", PRIMARY="db-1")
-    assert r3.rc != 0 and r3.json["reason"] == "primary-is-replica", r3
+    assert r3.rc == 0 and r3.json["primary"] == "db-0", r3
+    assert cluster.state() == before
     assert cluster.writable() == ["db-0"]
     REPORT.append(f"bootstrap: {r.seconds:.1f}s, rerun {r2.seconds:.1f}s")
 
@@ -481,8 +342,10 @@ def test_errant_old_primary_is_rebuild_needed(cluster):
 
 
 def test_failover_fences_reachable_primary(cluster):
-    """The hook may fail over from a primary that still answers (unhealthy):
-    it is fenced read-only first and ends up a replica of the new primary."""
+    """The hook may fail over from a primary that still answers (unhealthy, or
+    restarted read-only): it is fenced first (read-only, clients cut off); it
+    holds everything, so it is promoted again in place (no needless move) and
+    the replicas follow it."""
     cluster.bootstrap()
     p = cluster["db-0"]
     for i in range(1, 31):
@@ -490,15 +353,15 @@ def test_failover_fences_reachable_primary(cluster):
     cluster.wait_synced(p)
     r = cluster.run("failover.sh", PRIMARY="db-0")
     assert r.rc == 0 and r.json["result"] == "promoted" and r.json["fenced"] is True, r
-    new = r.json["primary"]
-    assert cluster.writable() == [new]
-    assert sorted(r.json["replicas"]) == [x for x in ("db-0", "db-1", "db-2") if x != new]
-    np = cluster[new]
-    assert p.replicating_from(np) and p.read_only()
-    with pytest.raises(Exception):
-        p.query("INSERT INTO hook.t VALUES (99, 'x', 0, NOW())", user="app")
-    np.query("INSERT INTO hook.t VALUES (100, 'n', @@server_id, NOW(6))", user="app")
-    cluster.wait_synced(np)
+    assert r.json["primary"] == "db-0" == r.json["promoted"], r
+    assert cluster.writable() == ["db-0"]
+    assert sorted(r.json["replicas"]) == ["db-1", "db-2"]
+    for name in ("db-1", "db-2"):
+        assert cluster[name].replicating_from(p) and cluster[name].read_only()
+        with pytest.raises(Exception):
+            cluster[name].query("INSERT INTO hook.t VALUES (99, 'x', 0, NOW())", user="app")
+    p.query("INSERT INTO hook.t VALUES (100, 'n', @@server_id, NOW(6))", user="app")
+    cluster.wait_synced(p)
     for s in cluster.servers:
         assert rows(s) == set(range(1, 31)) | {100}, s.name
 
@@ -551,7 +414,7 @@ def test_switchover(cluster):
         f"switchover: acknowledged by db-0={len(wa.acked)} by db-1={len(wb.acked)} by db-2={len(wc.acked)}; "
         f"rows on new primary={len(on_new)} lost={len(lost)}; "
         f"last write accepted by db-0 {max(by_sid.get(1, ['-']))}, first by db-1 {min(by_sid.get(2, ['-']))}; "
-        f"switchover.sh {r.seconds:.1f}s")
+        f"switchover.sh {r.seconds:.1f}s, writes refused for {r.json.get('frozenMs')} ms")
     assert not lost
     assert wa.acked and wb.acked, "writers should have succeeded before and after"
     assert not wc.acked, "a replica accepted a write"
