@@ -155,12 +155,17 @@ write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 
 # sql POD STATEMENTS: run on POD as root, tab separated rows on stdout, no header.
 # SQL_TIMEOUT overrides the client-side cap for long waits.
+# The statements go to the client on stdin, never as `-e` on its command line:
+# some carry passwords (IDENTIFIED BY, MASTER_PASSWORD / SOURCE_PASSWORD), and a
+# command line is readable by every process in /proc/<pid>/cmdline and lands in
+# process-exec audit logs.  printf is a builtin: nothing is executed with the
+# statements in its arguments (tests/scripts records every command line).
 sql() {
   local pod=$1 q=$2 fmt=-N
   [ -n "${SQL_VERTICAL:-}" ] && fmt=-E
-  timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
+  printf '%s\n' "$q" | timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
-    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B -e "$q"
+    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B
 }
 reachable() { SQL_TIMEOUT=$((CONNECT_TIMEOUT + 5)) sql "$1" "SELECT 1" >/dev/null 2>&1; }
 # wait_reachable POD SECONDS

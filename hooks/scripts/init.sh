@@ -207,8 +207,9 @@ initialize_data_dir() {
   start_temp_server "$sock" "$pidf" || die init-failed "temporary server did not start"
   others=$("$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B -e \
     "SELECT user, host FROM mysql.user WHERE (user = 'root' AND host NOT IN ('localhost', '%')) OR user = ''")
-  "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
-    -e "$(root_accounts_sql "$pw" "$others")" || die init-failed "creating the root accounts failed"
+  # on stdin, not with -e: the statements carry the password (see sql() in common.sh)
+  root_accounts_sql "$pw" "$others" | "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
+    || die init-failed "creating the root accounts failed"
   # clean shutdown (SIGTERM = normal shutdown for both servers)
   kill -TERM "$TMP_SERVER_PID"
   if ! wait "$TMP_SERVER_PID"; then TMP_SERVER_PID=""; die init-failed "temporary server did not shut down cleanly"; fi

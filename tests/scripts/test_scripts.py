@@ -19,8 +19,8 @@ import time
 import pytest
 
 from conftest import REPORT
-from dbcluster import (APP_PASSWORD, ROOT_PASSWORD, SCRIPTS, SetupError, Server, World, Writer, pods_env,
-                       run_script)
+from dbcluster import (APP_PASSWORD, REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, SetupError, Server, World, Writer,
+                       argv_leaks, pods_env, read_argv_log, run_script)
 
 
 # --------------------------------------------------------------------- fixtures
@@ -34,7 +34,12 @@ def world():
     REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
                   + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
     yield w
+    # Every command line any script executed during the whole run, not only in
+    # test_no_password_on_any_command_line: none may hold a password.
+    records = read_argv_log(w.argv_log)
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
     w.close()
+    assert not leaks, f"{len(leaks)} of {len(records)} recorded command lines hold a secret:\n" + "\n".join(leaks[:20])
 
 
 class Cluster:
@@ -222,7 +227,7 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
 
 
 def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+    env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
            "MYSQL_ROOT_PASSWORD": c.world_root_password}
     if rebuild_marker is not None:
@@ -661,3 +666,72 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
         assert pr3.rc != 0 and pr3.json["reason"] == "target-not-empty", pr3
     finally:
         fresh2.kill()
+
+
+def test_no_password_on_any_command_line(world, request):
+    """Issue 18.3: no password ever reaches a command line (/proc/<pid>/cmdline,
+    `ps`, process-exec audit logs).  Every program the scripts execute is
+    reached through recording wrappers (dbcluster.make_argv_wrappers); this
+    scenario runs every script along the paths that handle passwords: init.sh
+    creating root accounts, bootstrap creating the repl account and pointing
+    replicas at the primary (MASTER_PASSWORD), switchover and failover
+    repointing, join/agent, probes, backup and a point-in-time restore
+    (dump load and binlog replay)."""
+    before = world.argv_files()
+    c = Cluster(world, request.node.name, n=3)
+    fresh = None
+    try:
+        c.bootstrap()
+        p = c["db-0"]
+        for i in range(1, 11):
+            p.query(f"INSERT INTO hook.t VALUES ({i}, 'a', @@server_id, NOW(6))", user="app")
+        c.wait_synced(p)
+        pf = world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        assert probe(c, "liveness", "db-1", pf)[0] == 0
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+        assert r.rc == 0 and r.json["primary"] == "db-1", r
+        r = c.run("failover.sh", PRIMARY="db-1")
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        new = r.json["primary"]
+        pf.write_text(new + "\n")
+        other = next(n for n in ("db-0", "db-1", "db-2") if n != new)
+        r = c.run("join.sh", POD_NAME=other, PRIMARY_FILE=pf)
+        assert r.rc == 0 and r.json["result"] in ("joined", "already-replica"), r
+        r = c.run("agent.sh", POD_NAME=other, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+        assert r.rc == 0, r
+        bdir = world.root / c.tag / "backups"
+        bdir.mkdir(parents=True)
+        r = c.run("backup.sh", PRIMARY=new, BACKUP_DIR=bdir, BACKUP_NAME="b1")
+        assert r.rc == 0, r
+        for i in range(11, 21):
+            c[new].query(f"INSERT INTO hook.t VALUES ({i}, 'b', @@server_id, NOW(6))", user="app")
+        c.wait_synced(c[new])
+        r = c.run("backup.sh", PRIMARY=new, BACKUP_DIR=bdir, BACKUP_NAME="b2")
+        assert r.rc == 0, r
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        until = (_utc_now() + datetime.timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+        r = run_script("restore.sh", world, {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0",
+                                             "RESTORE_FROM": str(bdir / "b1"),
+                                             "RESTORE_BINLOGS_FROM": str(bdir / "b2"), "RESTORE_UNTIL": until})
+        assert r.rc == 0 and r.json["pitr"] is True, r
+        assert rows(fresh) == set(range(1, 21))
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()
+    records = read_argv_log(world.argv_log, only=world.argv_files() - before)
+    tags = {t for t, _ in records}
+    scripts = {"init.sh", "bootstrap.sh", "switchover.sh", "failover.sh", "join.sh", "agent.sh", "probe.sh",
+               "backup.sh", "restore.sh"}
+    assert scripts <= tags, f"no command line recorded for {sorted(scripts - tags)}"
+    clients = [argv for _, argv in records if argv[0] in ("mariadb", "mariadb-dump", "mariadb-binlog",
+                                                             "mariadb-admin", "mariadbd", "mariadb-install-db")]
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
+    REPORT.append(f"command lines: {len(records)} execs recorded through {world.wrapped} wrappers, "
+                  f"{len(clients)} of them MariaDB programs; holding a password: {len(leaks)}")
+    assert len(clients) > 50
+    assert not leaks, "\n".join(leaks[:20])
