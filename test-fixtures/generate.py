@@ -465,6 +465,12 @@ def main():
         related(*pods([True, True, True]))))
     write("sync", "config-refused", request(parent(status=st, config={"gtid_mode": "OFF", "max_connections": "500"}),
                                               live, related(*pods([True, True, True]))))
+    # Issue 18.4: spellings the server's option parser reads as read_only,
+    # skip_grant_tables and init_file (modifiers, an abbreviation), and options off
+    # the allow-list, next to an allowed one.
+    write("sync", "config-walkaround-refused", request(parent(status=st, config={
+        "skip-disable-read-only": "", "skip-gr": "", "init-f": "/var/lib/mysql/x.sql", "plugin_load_add": "x.so",
+        "loose-max-connections": "500"}), live, related(*pods([True, True, True]))))
     write("sync", "storage-change", request(parent(status=st, storage={"size": "20Gi"}), live,
                                               related(*pods([True, True, True]))))
     write("sync", "resources-canonical", request(parent(status=st, resources={

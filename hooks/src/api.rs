@@ -69,10 +69,12 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
-    /// Extra `[mysqld]` options, `name: value`. Options the hook manages for
-    /// replication safety (GTIDs, binary log, read-only, server id) are refused.
-    /// At most 64 options; the bounds keep the CEL rule within the API server's cost
-    /// budget.
+    /// Extra `[mysqld]` options, `name: value`: tuning options on the hook's
+    /// allow-list only (docs/security.md), in any spelling the server accepts (`-`
+    /// or `_`, `loose-`, `skip-`, ... prefixes). Anything else, such as the options
+    /// the hook manages for replication safety or that switch off authentication or
+    /// load code, is refused and the running configuration kept. At most 64 options;
+    /// the bounds keep the CEL rule within the API server's cost budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"type": "string", "maxLength": 1024}))]
     #[x_kube(validation = Rule::new("self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-', at most 64), values are single lines"))]

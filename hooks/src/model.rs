@@ -115,7 +115,7 @@ impl Cluster {
         };
 
         // Config: refused keys keep the running option file.
-        let refused = mycnf::refused_keys(&spec.config);
+        let refused = mycnf::refused_keys(spec.flavor, &spec.config);
         let malformed = mycnf::malformed_entries(&spec.config);
         let running_cnf = observed.config_map_value(&names.config, MY_CNF);
         let my_cnf = if refused.is_empty() && malformed.is_empty() {
@@ -125,7 +125,7 @@ impl Cluster {
                 problems.push(Problem {
                     reason: "ConfigRefused",
                     message: format!(
-                        "spec.config sets options the hook manages for replication safety: {}; the running configuration is kept",
+                        "spec.config sets options that are not on the allow-list of tuning options (docs/security.md): {}; the running configuration is kept",
                         refused.join(", ")
                     ),
                 });
