@@ -76,6 +76,8 @@ pub struct State {
     pub entropy: Entropy,
     /// [`Context::scripts_image`].
     pub scripts_image: String,
+    /// [`Context::allowed_images`].
+    pub allowed_images: Vec<String>,
     pub clock: Clock,
     pub max_body_bytes: usize,
     pub limits: Limits,
@@ -98,6 +100,7 @@ impl State {
             metrics: Metrics::default(),
             entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
+            allowed_images: Vec::new(),
             clock,
             max_body_bytes,
             limits,
@@ -111,6 +114,14 @@ impl State {
     #[must_use]
     pub fn with_scripts_image(mut self, image: String) -> Self {
         self.scripts_image = image;
+        self
+    }
+
+    /// [`Context::allowed_images`]: the image repositories `spec.image` and an S3
+    /// store's `image` may name.
+    #[must_use]
+    pub fn with_allowed_images(mut self, repositories: Vec<String>) -> Self {
+        self.allowed_images = repositories;
         self
     }
 
@@ -295,7 +306,12 @@ async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, ho
         // The blocking thread keeps the permit until it is really done, even if
         // the answer has gone out as a timeout by then.
         let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
-        let ctx = Context { now: (state.clock)(), entropy, scripts_image: state.scripts_image.clone() };
+        let ctx = Context {
+            now: (state.clock)(),
+            entropy,
+            scripts_image: state.scripts_image.clone(),
+            allowed_images: state.allowed_images.clone(),
+        };
         let work = web::block(move || {
             let _permit = permit;
             answer_hook(hook, &body, &ctx)

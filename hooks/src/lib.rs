@@ -67,4 +67,9 @@ pub struct Context {
     /// from (see [`scripts`]). The scripts thus always match the hook that reads
     /// their results, and do not travel through every sync in a ConfigMap.
     pub scripts_image: String,
+    /// Image repositories the installer allows in `spec.image` and in an S3 store's
+    /// `image` (`--allowed-images`): an override whose repository (the reference
+    /// without `:tag` and `@digest`) is not listed, and is not the repository of the
+    /// default it replaces, is refused. Empty: no overrides.
+    pub allowed_images: Vec<String>,
 }

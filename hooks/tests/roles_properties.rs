@@ -276,6 +276,7 @@ fn ctx() -> Context {
         now: Timestamp::from_second(NOW).unwrap_or_else(|e| panic!("{e}")),
         entropy: hooks::credentials::fold_seed(b"properties"),
         scripts_image: "mysql-hook:test".to_owned(),
+        allowed_images: Vec::new(),
     }
 }
 

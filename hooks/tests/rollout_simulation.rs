@@ -106,6 +106,7 @@ impl Sim {
             now: Timestamp::from_second(1_795_953_600 + self.clock).unwrap_or_else(|e| panic!("{e}")),
             entropy: [7; 32],
             scripts_image: "mysql-hook:test".to_owned(),
+            allowed_images: Vec::new(),
         };
         self.clock += 5;
         let out = serde_json::to_value(hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))
