@@ -182,6 +182,23 @@ def related(*pods):
     return {"Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
 
 
+# The S3 credentials Secret of the fixtures, opted in by its owner (label); the
+# customize hook asks Metacontroller for such Secrets only (hooks/src/access.rs).
+S3_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-s3", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000001",
+                 "resourceVersion": "39000", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"AWS_ACCESS_KEY_ID": "QUtJQUVYQU1QTEVGSVhUVVJF", "AWS_SECRET_ACCESS_KEY": "bm90LWEtcmVhbC1zZWNyZXQta2V5"},
+}
+
+
+def with_s3_secret(rel):
+    rel = copy.deepcopy(rel)
+    rel["Secret.v1"] = {f"{NS}/backup-s3": copy.deepcopy(S3_SECRET)}
+    return rel
+
+
 def request(parent_obj, children=None, rel=None, finalizing=False):
     return {"controller": CONTROLLER, "parent": parent_obj, "children": children or observed([]),
             "related": rel or related(), "finalizing": finalizing}
@@ -587,12 +604,14 @@ def mysql_backup(name="nightly", cluster="db", status=None):
     return b
 
 
-def backup_request(b, jobs=None, mysqls=(), pods=()):
+def backup_request(b, jobs=None, mysqls=(), pods=(), secrets=()):
+    rel = {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
+           "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
+    if secrets:
+        rel["Secret.v1"] = {f"{NS}/{s['metadata']['name']}": s for s in secrets}
     return {"controller": BACKUP_CONTROLLER, "parent": b,
             "children": {"Job.batch/v1": {f"{NS}/{j['metadata']['name']}": j for j in (jobs or [])}},
-            "related": {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
-                        "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}},
-            "finalizing": False}
+            "related": rel, "finalizing": False}
 
 
 def jobs_of(response):
@@ -603,7 +622,15 @@ def backup_scenarios(running, st, live, deleting):
     ready3 = related(*pods([True, True, True]))
     # Scheduled backups: the CronJob, only once the cluster is initialized.
     write("sync", "backup-cronjob-pvc", request(parent(status=st, backup=PVC_BACKUP), live, ready3))
-    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, with_s3_secret(ready3)))
+    # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
+    # uploader image off the installer's list, a server image off it.
+    write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    evil_uploader = copy.deepcopy(S3_BACKUP)
+    evil_uploader["storage"]["s3"]["image"] = "evil.example.com/aws-cli:2"
+    write("sync", "backup-s3-image-not-allowed", request(parent(status=st, backup=evil_uploader), live,
+                                                           with_s3_secret(ready3)))
+    write("sync", "image-not-allowed", request(parent(status=st, image="evil.example.com/mysql:8.4.3"), live, ready3))
     write("sync", "backup-not-before-bootstrap", request(parent(backup=PVC_BACKUP)))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
@@ -683,13 +710,20 @@ def backup_scenarios(running, st, live, deleting):
                   "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
-                                                  related(*pods([True, False, False]))))
+                                                  with_s3_secret(related(*pods([True, False, False])))))
+        write("sync", "restore-s3-credentials-not-opted-in", request(
+            parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
+            related(*pods([True, False, False]))))
 
     # Finalize with deletionPolicy Backup.
     write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
                                                     related(*pods([True, True, True])), True))
     write("finalize", "backup-job-emitted", request(deleting(deletionPolicy="Backup", backup=PVC_BACKUP), live,
                                                     related(*pods([True, True, True])), True))
+    write("finalize", "backup-s3-job-emitted", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                       with_s3_secret(related(*pods([True, True, True]))), True))
+    write("finalize", "backup-s3-refused", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                   related(*pods([True, True, True])), True))
     emitted = response_of("finalize", "backup-job-emitted")
     if emitted is not None:
         fj = [j for j in jobs_of(emitted) if "-final-backup-" in j["metadata"]["name"]][0]
@@ -721,6 +755,11 @@ def backup_scenarios(running, st, live, deleting):
                                                                  pods=pods([True, False, True])))
     write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                      pods=pods([True, False, False])))
+    s3_cluster = parent(status=st, backup=S3_BACKUP)
+    write("backup-sync", "running-s3", backup_request(mysql_backup(), mysqls=[s3_cluster], pods=pods([True, True, True]),
+                                                      secrets=[S3_SECRET]))
+    write("backup-sync", "s3-credentials-not-opted-in", backup_request(mysql_backup(), mysqls=[s3_cluster],
+                                                                       pods=pods([True, True, True])))
     rb = response_of("backup-sync", "running-from-replica")
     if rb is not None:
         bjob = jobs_of(rb)[0]

@@ -57,7 +57,9 @@ pub struct MySQLSpec {
     pub flavor: Flavor,
 
     /// Full image reference overriding the default `mysql:<version>` /
-    /// `mariadb:<version>`.
+    /// `mariadb:<version>`: a tag or digest of the default repository, or an image of a
+    /// repository the hook's `--allowed-images` lists (else refused, and the running
+    /// or default image kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
@@ -488,11 +490,15 @@ pub struct S3Target {
     pub region: Option<String>,
 
     /// A Secret in the cluster's namespace with keys `AWS_ACCESS_KEY_ID` and
-    /// `AWS_SECRET_ACCESS_KEY`.
+    /// `AWS_SECRET_ACCESS_KEY` (optionally `AWS_SESSION_TOKEN`), which its owner opted
+    /// in with the label `mysqlhook.dev/backup-credentials: "true"` (and optionally
+    /// the annotation `mysqlhook.dev/allowed-clusters`, comma-separated `MySQL`
+    /// names). The uploader gets only those keys.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
 
-    /// The uploader image: `sh` plus the AWS CLI v2.
+    /// The uploader image: `sh` plus the AWS CLI v2. Another `amazon/aws-cli` tag, or
+    /// an image of a repository the hook's `--allowed-images` lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,

@@ -3,13 +3,15 @@
 //! are the StatefulSet and the Jobs), yet readiness and Job results live on them.
 //!
 //! With `spec.restore.backup` it also asks for that `MySQLBackup`, whose status
-//! says where the backup is.
+//! says where the backup is; with an S3 store (or a restore from a `MySQLBackup`),
+//! for the namespace's Secrets opted in as S3 credentials ([`crate::access`]).
 //!
 //! The answer depends on the parent's name, namespace and immutable fields only, as Metacontroller
 //! caches it per parent generation. The namespace is always given: in v2 a rule
 //! without one searches every namespace.
 
 use crate::{
+    access,
     error::{Error, Result},
     labels,
     metacontroller::{CustomizeRequest, CustomizeResponse, LabelSelector, RelatedResourceRule},
@@ -44,6 +46,15 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
             label_selector: None,
             names: vec![backup.clone()],
         });
+    }
+    // The opted-in S3 credentials Secrets, when a store may be S3 (a restore from a
+    // MySQLBackup reads the store that backup recorded).
+    let spec = &request.parent.spec;
+    let s3_backup = spec.backup.as_ref().is_some_and(|b| b.storage.s3.is_some());
+    let s3_restore =
+        spec.restore.as_ref().is_some_and(|r| r.backup.is_some() || r.storage.as_ref().is_some_and(|s| s.s3.is_some()));
+    if s3_backup || s3_restore {
+        related_resources.push(access::opted_in_secrets(namespace));
     }
     Ok(CustomizeResponse { related_resources })
 }

@@ -14,7 +14,7 @@
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::{
-    Context,
+    Context, access,
     api::{BackupPhase, BackupRecord, BackupStatus, DeletionPolicy, MySQLStatus, Phase},
     backups,
     build::statefulset,
@@ -38,7 +38,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     sync::validate(request)?;
     let names = Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (cluster, _) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    let (cluster, _) = access::resolve(&request.parent, &observed, ctx);
     let previous = request.parent.status.clone().unwrap_or_default();
     let mut conditions = Conditions::new(&previous.conditions, ctx.now);
     for c in &previous.conditions {
@@ -56,7 +56,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         .or_else(|| Some("Retain".to_owned()));
 
     let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup)
-        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref()));
+        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref(), ctx));
     let mut reason = deletion_reason(cluster.deletion_policy);
     let (mut children, finalized, message) = match &final_backup {
         Some(FinalBackup::NoTarget) => {
@@ -65,6 +65,17 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
                 keep_everything(request, ctx)?,
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
+            )
+        }
+        Some(FinalBackup::Refused(refusal)) => {
+            reason = "FinalBackupRefused";
+            (
+                keep_everything(request, ctx)?,
+                false,
+                format!(
+                    "the final backup cannot start: {}; the cluster is kept. Fix the store, or set deletionPolicy to Retain or Delete to proceed without it",
+                    refusal.message
+                ),
             )
         }
         Some(FinalBackup::Running(job)) => {
@@ -165,6 +176,8 @@ fn keep_everything(request: &SyncRequest, ctx: &Context) -> Result<Vec<Child>> {
 enum FinalBackup {
     /// No `spec.backup.storage`: nowhere to write it.
     NoTarget,
+    /// A store this cluster may not use ([`access`]), and no Job started yet.
+    Refused(access::Refusal),
     Running(Box<Job>),
     Failed(Box<Job>, BackupRecord),
     /// Succeeded; the Job if it still exists.
@@ -176,6 +189,7 @@ fn final_backup(
     c: &Cluster,
     observed: &Observed<'_>,
     previous: Option<&BackupStatus>,
+    ctx: &Context,
 ) -> FinalBackup {
     let Some((_, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
     let name = backups::final_job_name(c);
@@ -185,7 +199,18 @@ fn final_backup(
             Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {
                 FinalBackup::Succeeded(None, r.clone())
             }
-            _ => FinalBackup::Running(job),
+            _ => {
+                let gate = access::Gate {
+                    namespace: &c.namespace,
+                    cluster: &c.names.cluster,
+                    secrets: &request.related.secrets,
+                    allowed_images: &ctx.allowed_images,
+                };
+                match gate.storage(&storage) {
+                    Ok(()) => FinalBackup::Running(job),
+                    Err(refusal) => FinalBackup::Refused(refusal),
+                }
+            }
         };
     };
     let pods = jobs::pods_by_job(request.related.pods.values(), |p| {

@@ -9,6 +9,7 @@
 //!
 //! A newcomer's map:
 //! - [`api`]: the `MySQL` CRD types (the CRD is generated from them);
+//! - [`access`]: which S3 credentials Secrets and images a `MySQL` may use;
 //! - [`metacontroller`]: the hook protocol's request and response shapes;
 //! - [`observed`]: what came in, as pods by ordinal and Jobs;
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
@@ -21,6 +22,7 @@
 //!   and reading what backup and restore Jobs report;
 //! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
 
+pub mod access;
 pub mod api;
 pub mod backups;
 pub mod bootstrap;
@@ -70,6 +72,6 @@ pub struct Context {
     /// Image repositories the installer allows in `spec.image` and in an S3 store's
     /// `image` (`--allowed-images`): an override whose repository (the reference
     /// without `:tag` and `@digest`) is not listed, and is not the repository of the
-    /// default it replaces, is refused. Empty: no overrides.
+    /// default it replaces, is refused (see [`access`]). Empty: no overrides.
     pub allowed_images: Vec<String>,
 }

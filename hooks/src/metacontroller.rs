@@ -73,6 +73,10 @@ pub struct Related {
     /// The `MySQLBackup` named by `spec.restore.backup`, if any.
     #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
     pub mysql_backups: ByKey<MySQLBackup>,
+    /// The namespace's Secrets opted in as S3 backup credentials
+    /// ([`crate::access`]), when the cluster uses an S3 store.
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).
@@ -106,6 +110,9 @@ pub struct BackupRelated {
     pub mysqls: ByKey<MySQL>,
     #[serde(rename = "Pod.v1", default)]
     pub pods: ByKey<Pod>,
+    /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a customize call of the `MySQLBackup` controller.

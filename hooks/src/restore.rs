@@ -13,6 +13,7 @@
 use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
+    access,
     api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus},
     build::{
         backup::{self, RestorePod},
@@ -82,6 +83,7 @@ pub fn plan(
     backups: &[&MySQLBackup],
     pods: &[&Pod],
     previous: &crate::api::MySQLStatus,
+    gate: &access::Gate<'_>,
 ) -> Restore {
     let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
@@ -157,6 +159,16 @@ pub fn plan(
     };
     let location = backup::location(&source.storage, &source.name);
     let restore_until = until.map(|t| t.trim_end_matches('Z').replacen('T', " ", 1));
+    // Restore Jobs read the store with its credentials: only a store this cluster may
+    // use. Jobs that run already keep going.
+    if let Err(refusal) = gate.storage(&source.storage) {
+        let started = (0..c.replicas).any(|o| {
+            observed.job(&c.names.job(PURPOSE, &format!("{o}-{}", &short_hash(c.uid.as_bytes())[..5]))).is_some()
+        });
+        if !started {
+            return Restore::waiting(BackupPhase::Pending, Some(location), until, refusal.reason, refusal.message);
+        }
+    }
 
     let mut jobs_out = Vec::new();
     let (mut done, mut running, mut failed) = (0, 0, Vec::new());

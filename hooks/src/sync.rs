@@ -9,7 +9,7 @@ use k8s_openapi::{
 };
 
 use crate::{
-    Context,
+    Context, access,
     api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
     backups,
     bootstrap::{self, Bootstrap},
@@ -36,11 +36,19 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    let (mut cluster, mut problems) = access::resolve(&request.parent, &observed, ctx);
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
     let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();
-    let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous);
+    let gate = access::Gate {
+        namespace: &cluster.namespace,
+        cluster: &cluster.names.cluster,
+        secrets: &request.related.secrets,
+        allowed_images: &ctx.allowed_images,
+    };
+    let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous, &gate);
+    // Scheduled backups only to a store this cluster may use.
+    let backup_refused = backups::settings(&request.parent).and_then(|(_, storage)| gate.storage(&storage).err());
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {
@@ -87,7 +95,9 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
-    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
+    if let Some(refusal) = backup_refused {
+        problems.push(refusal.into());
+    } else if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
         children.push(Child::CronJob(Box::new(cron_job)));
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -126,6 +136,7 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     keyed_by_name("EndpointSlice", &c.endpoint_slices)?;
     keyed_by_name("Job", &c.jobs)?;
     keyed_by_name("Pod", &r.pods)?;
+    keyed_by_name("Secret", &r.secrets)?;
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
     ours("StatefulSet", &c.stateful_sets, &[&names.stateful_set])?;
     ours("ConfigMap", &c.config_maps, &[&names.config])?;

@@ -15,8 +15,8 @@ use k8s_openapi::{
     api::{
         batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
         core::v1::{
-            Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
-            PodSpec, PodTemplateSpec, SecretEnvSource, Volume,
+            Container, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSpec,
+            PodTemplateSpec, SecretKeySelector, Volume,
         },
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -24,6 +24,7 @@ use k8s_openapi::{
 
 use super::{meta, pod};
 use crate::{
+    access,
     api::{BackupStorage, S3Target},
     labels,
     model::Cluster,
@@ -296,10 +297,6 @@ fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Cont
         image: Some(s3.image.clone().unwrap_or_else(|| DEFAULT_UPLOADER_IMAGE.to_owned())),
         command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
         env: Some(env),
-        env_from: Some(vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource { name: s3.credentials_secret.clone(), optional: Some(false) }),
-            ..Default::default()
-        }]),
         volume_mounts: Some(vec![pod::mount("tmp", "/tmp", false), pod::mount("staging", STAGING, false)]),
         security_context: Some(pod::container_security()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
@@ -307,13 +304,30 @@ fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Cont
     }
 }
 
+/// The bucket's coordinates, and from the credentials Secret only the keys the AWS
+/// CLI reads, one by one (never the whole Secret: see [`crate::access`]).
 fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
-    let mut env = vec![
+    let mut env: Vec<EnvVar> = access::S3_KEYS
+        .iter()
+        .map(|(key, required)| EnvVar {
+            name: (*key).to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: s3.credentials_secret.clone(),
+                    key: (*key).to_owned(),
+                    optional: Some(!required),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    env.extend([
         pod::env("S3_BUCKET", s3.bucket.as_str()),
         pod::env("S3_PREFIX", s3.prefix.as_deref().unwrap_or_default()),
         pod::env("AWS_DEFAULT_REGION", s3.region.as_deref().unwrap_or("us-east-1")),
         pod::env("HOME", "/tmp"),
-    ];
+    ]);
     if let Some(e) = &s3.endpoint {
         env.push(pod::env("S3_ENDPOINT", e.as_str()));
     }
