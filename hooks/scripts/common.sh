@@ -670,10 +670,22 @@ binlog_replay() {
     SQL_TIMEOUT=${REPLAY_TIMEOUT:-3600} sql_stdin "$pod"
 }
 # sql_stdin POD: run SQL read from stdin (dump loading, binlog replay).
+# What comes from a backup store is data, never instructions for the client:
+# a tampered dump or binary log must not make the client run `\!`/`system`,
+# `source` a file or `tee` into one, in a pod that holds the root password.
+# --binary-mode turns off every client command but `charset` and `delimiter`
+# for input that is not typed (MySQL RM 6.5.1.1, mysql --binary-mode; MariaDB
+# mariadb --binary-mode).  On top of it: MariaDB's --sandbox (10.5.25, 10.6.18,
+# 10.11.8, 11.0.6 and later: a disabled command is an error) and MySQL's
+# --system-command=OFF (8.0.40, 8.4.3 and later); `loose-` lets an older
+# client ignore the option, binary mode still applies.
 sql_stdin() {
   local pod=$1
   local -a extra=()
-  [ "$FLAVOR" = mariadb ] && extra=(--binary-mode)
+  case $FLAVOR in
+    mysql)   extra=(--binary-mode --loose-system-command=OFF) ;;
+    mariadb) extra=(--binary-mode --loose-sandbox) ;;
+  esac
   timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
     --connect-timeout="$CONNECT_TIMEOUT" "${extra[@]}" --max-allowed-packet=1G -N -B

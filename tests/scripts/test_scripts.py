@@ -735,3 +735,104 @@ def test_no_password_on_any_command_line(world, request):
                   f"{len(clients)} of them MariaDB programs; holding a password: {len(leaks)}")
     assert len(clients) > 50
     assert not leaks, "\n".join(leaks[:20])
+
+
+# Issue 18.6: a store is not trusted.  Lines a tampered dump or binary log could
+# carry that the client would execute itself, not send to the server.
+CLIENT_COMMANDS = [
+    "\\! touch {m}/bang",
+    "system touch {m}/system",
+    "\\. {m}/sourced.sql",
+    "source {m}/sourced.sql",
+    "\\T {m}/tee",
+    "tee {m}/tee2",
+]
+
+
+def _client_command_lines(markers) -> str:
+    (markers / "sourced.sql").write_text(f"\\! touch {markers}/via-source\n")
+    return "".join(line.format(m=markers) + "\n" for line in CLIENT_COMMANDS)
+
+
+def _markers_created(markers) -> list[str]:
+    return sorted(p.name for p in markers.iterdir() if p.name != "sourced.sql")
+
+
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
+def test_replay_pipe_runs_no_client_command(world, request, flavor):
+    """sql_stdin, the pipe every dump load and binlog replay goes through,
+    must hand everything to the server: client commands (\\!, system, source,
+    tee) in the stream are not executed by the client, for both flavors.  The
+    MySQL branch runs MariaDB's client under the name `mysql` (both clients
+    document --binary-mode the same way), against a real server."""
+    s = world.server("db-0", request.node.name)
+    try:
+        s.initialize()
+        s.start()
+        markers = world.root / request.node.name / "markers"
+        markers.mkdir()
+        shim = world.root / request.node.name / "shim"
+        shim.mkdir()
+        # `mysql` is MariaDB's client, minus the MySQL-only option common.sh
+        # writes into the client option file (get-server-public-key).
+        (shim / "mysql").write_text(
+            "#!/bin/bash\nargs=()\nfor a in \"$@\"; do\n  case $a in\n"
+            "    --defaults-extra-file=*) f=$(mktemp); grep -v '^get-server-public-key' \"${a#*=}\" > \"$f\"\n"
+            "      args+=(\"--defaults-extra-file=$f\") ;;\n"
+            "    *) args+=(\"$a\") ;;\n  esac\ndone\nexec mariadb \"${args[@]}\"\n")
+        (shim / "mysql").chmod(0o755)
+        term = world.root / request.node.name / "term"
+        # first line too: `system` is a command there even without --named-commands
+        stream = _client_command_lines(markers) + "SELECT 1;\n" + _client_command_lines(markers)
+        env = {**world.argv_env("sql_stdin"), "FLAVOR": flavor, "PODS": f"db-0={s.addr}", "HOME": str(world.root),
+               "TMPDIR": str(world.root), "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "TERMINATION_LOG": str(term)}
+        env["PATH"] = f"{shim}:{env['PATH']}"
+        r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; sql_stdin db-0; RESULT_DONE=1'], input=stream,
+                           env=env, capture_output=True, text=True, timeout=60)
+        created = _markers_created(markers)
+        REPORT.append(f"client commands through sql_stdin ({flavor}): exit {r.returncode}, executed: {created or 'none'}")
+        assert created == [], f"{flavor}: the client executed {created}; stderr: {r.stderr[-2000:]}"
+        # refused, by the client (an unknown command in binary mode, a disabled
+        # one in the sandbox) or by the server (a syntax error), after connecting
+        assert r.returncode == 1 and "ERROR" in r.stderr and "connect" not in r.stderr, r.stderr[-2000:]
+    finally:
+        s.kill()
+
+
+def test_restore_of_a_tampered_backup_runs_no_client_command(world, request):
+    """A backup whose dump.sql was altered in the store (its SHA256SUMS
+    recomputed: the store holds both) carries client commands; restore.sh
+    must not run them (it fails: the server rejects them as SQL)."""
+    c = Cluster(world, request.node.name, n=1)
+    fresh = None
+    try:
+        r = c.run("bootstrap.sh", PRIMARY="")
+        assert r.rc == 0, r
+        c["db-0"].query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY); INSERT INTO hook.t VALUES (1)")
+        bdir = world.root / c.tag / "backups"
+        bdir.mkdir(parents=True)
+        r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b1")
+        assert r.rc == 0, r
+        markers = world.root / c.tag / "markers"
+        markers.mkdir()
+        dump = bdir / "b1" / "dump.sql"
+        lines = dump.read_text().splitlines(keepends=True)
+        evil = _client_command_lines(markers)
+        dump.write_text("".join(lines[:5]) + evil + "".join(lines[5:]) + evil)
+        sums = subprocess.run(["sha256sum", "dump.sql"], cwd=bdir / "b1", capture_output=True, text=True, check=True)
+        others = [ln for ln in (bdir / "b1" / "SHA256SUMS").read_text().splitlines() if not ln.endswith(" dump.sql")]
+        (bdir / "b1" / "SHA256SUMS").write_text(sums.stdout + "".join(ln + "\n" for ln in others))
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        rr = run_script("restore.sh", world, {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0",
+                                              "RESTORE_FROM": str(bdir / "b1")})
+        created = _markers_created(markers)
+        REPORT.append(f"tampered backup: restore.sh exit {rr.rc} ({rr.json.get('reason')}), client commands executed: "
+                      f"{created or 'none'}")
+        assert created == [], f"restore.sh executed {created}"
+        assert rr.rc != 0, rr
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()
