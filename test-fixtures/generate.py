@@ -13,6 +13,7 @@ with `UPDATE_GOLDEN=1 cargo test --test golden` until the chain is stable. Revie
 every changed response.json as a behaviour change.
 """
 import copy
+import hashlib
 import json
 import os
 import sys
@@ -96,6 +97,17 @@ def response_of(hook, scenario):
         return json.load(f)
 
 
+def job_uid(name):
+    """A Job's uid, derived from its name, so that its pods can name it as their owner."""
+    return "21000000-0000-4000-8000-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def job_owner(name):
+    """The controller owner reference the Job controller sets on a Job's pods."""
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job_uid(name),
+             "controller": True, "blockOwnerDeletion": True}]
+
+
 def observed(children, job_states=None):
     """The hook's desired children as the API server would return them."""
     out = {k: {} for k in KEYS.values()}
@@ -119,6 +131,7 @@ def observed(children, job_states=None):
                            "currentRevision": m["name"] + "-7d9c8b6f5", "updateRevision": m["name"] + "-7d9c8b6f5",
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
+            m["uid"] = job_uid(m["name"])
             state = (job_states or {}).get(m["name"], "running")
             o["status"] = {"active": 1, "startTime": "2026-11-29T11:58:00Z"} if state == "running" else (
                 {"succeeded": 1, "startTime": "2026-11-29T11:58:00Z", "completionTime": "2026-11-29T11:58:20Z",
@@ -170,7 +183,8 @@ def job_pod(job, purpose, result=None, exit_code=0):
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-x7k2p", "namespace": NS, "uid": "20000000-0000-4000-8000-000000000001",
-                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"containers": [{"name": purpose, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": {"phase": "Running" if result is None else "Succeeded" if exit_code == 0 else "Failed",
                    "containerStatuses": [{"name": purpose, "ready": False, "restartCount": 0, "image": "mysql:8.4.3",
@@ -574,7 +588,8 @@ def script_pod(job, labels, results, phase, name_suffix="x7k2p", main="backup", 
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-{name_suffix}", "namespace": NS, "uid": "20000000-0000-4000-8000-0000000000%02d" % (len(job) % 90),
-                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"initContainers": [{"name": c, "image": "mysql:8.4.3"} for c in inits],
                  "containers": [{"name": main, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": st,
