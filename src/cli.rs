@@ -77,6 +77,12 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_REQUEST_TIMEOUT_MS", default_value_t = 8000)]
     pub request_timeout_ms: u64,
 
+    /// How long the body of an admitted hook request may take to arrive, in
+    /// milliseconds; then the answer is 408 and the request's admission slot is free
+    /// again, so a slow client cannot hold one.
+    #[arg(long, global = true, env = "MYSQL_HOOK_BODY_READ_TIMEOUT_MS", default_value_t = 5000)]
+    pub body_read_timeout_ms: u64,
+
     /// On SIGTERM or SIGINT, seconds during which `/readyz` fails but requests are
     /// still served, so endpoints drop this pod before it stops listening.
     #[arg(long, global = true, env = "MYSQL_HOOK_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]

@@ -69,6 +69,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         max_concurrent: args.max_concurrent_requests,
         retry_after_seconds: args.retry_after_seconds,
         core_timeout: Duration::from_millis(args.request_timeout_ms),
+        body_timeout: Duration::from_millis(args.body_read_timeout_ms),
     };
     let allowed_images: Vec<String> =
         args.allowed_images.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
