@@ -136,6 +136,22 @@ pod_ordinal() {
 # SQL string literal (standard SQL quoting plus backslash escaping)
 sql_quote() { local s=$1; s=${s//\\/\\\\}; s=${s//\'/\'\'}; printf "'%s'" "$s"; }
 
+# load_secret VAR: VAR's value from the file named by ${VAR}_FILE when that is
+# set (pods mount the credentials Secret as files: an environment is inherited
+# by every process and readable in /proc/<pid>/environ), else from the
+# environment.  Exact bytes, trailing newlines included.  Never exported: the
+# programs the scripts run do not get it in their environment.
+load_secret() {
+  local var=$1 file_var=${1}_FILE
+  if [ -n "${!file_var:-}" ]; then
+    [ -r "${!file_var}" ] || fail bad-env "$file_var: ${!file_var} is not readable"
+    IFS= read -r -d '' "$var" < "${!file_var}" || true
+  fi
+  export -n "$var"
+}
+load_secret MYSQL_ROOT_PASSWORD
+load_secret REPLICATION_PASSWORD
+
 # Credentials go into a private option file, never onto the command line.
 CNF=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX")
 chmod 600 "$CNF"

@@ -87,6 +87,14 @@ case "${FLAVOR:-}" in
   *) die bad-env "FLAVOR must be mysql or mariadb" ;;
 esac
 [ -r "$MY_CNF" ] || die bad-env "MY_CNF $MY_CNF is not readable"
+# The root password: from MYSQL_ROOT_PASSWORD_FILE when set (pods mount the
+# credentials Secret as a file), else the environment; exact bytes, never
+# exported to the programs started below (see load_secret in common.sh).
+if [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ]; then
+  [ -r "$MYSQL_ROOT_PASSWORD_FILE" ] || die bad-env "MYSQL_ROOT_PASSWORD_FILE is not readable"
+  IFS= read -r -d '' MYSQL_ROOT_PASSWORD < "$MYSQL_ROOT_PASSWORD_FILE" || true
+fi
+export -n MYSQL_ROOT_PASSWORD 2>/dev/null || true
 
 # report_host/port: this pod's own entry in PODS if present, else the pod name.
 report_host=$POD_NAME report_port=""

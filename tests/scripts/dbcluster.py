@@ -112,13 +112,16 @@ class SetupError(RuntimeError):
 # Every program a script executes is reached through PATH.  The harness puts a
 # directory in front of PATH that holds, for every executable name found on
 # PATH, a small wrapper that records its command line (the one any
-# `ps`, /proc/<pid>/cmdline or process-exec audit log would show) and execs
-# the real program.  Builtins (printf, read, echo) exec nothing and are not
-# recorded: they never reach a command line.
+# `ps`, /proc/<pid>/cmdline or process-exec audit log would show) and its
+# environment (/proc/<pid>/environ: exec keeps the pid, so the wrapper's is the
+# program's) and execs the real program.  Builtins (printf, read, echo) exec
+# nothing and are not recorded: they never reach a command line.
 
 _WRAPPER = """#!/bin/bash
 if [ -n "${ARGV_LOG_DIR:-}" ]; then
-  printf '%s\\0' "${ARGV_LOG_TAG:-}" "$#" {name} "$@" > "$ARGV_LOG_DIR/$$-$RANDOM$RANDOM" 2>/dev/null
+  mapfile -t -d '' __envs < /proc/$$/environ
+  printf '%s\\0' "${ARGV_LOG_TAG:-}" "$#" {name} "$@" "${#__envs[@]}" "${__envs[@]}" \\
+    > "$ARGV_LOG_DIR/$$-$RANDOM$RANDOM" 2>/dev/null
 fi
 exec {real} "$@"
 """
@@ -145,15 +148,16 @@ def make_argv_wrappers(wrap_dir: Path, path: str) -> int:
     return len(seen)
 
 
-def read_argv_log(log_dir: Path, only: set[str] | None = None) -> list[tuple[str, list[str]]]:
-    """(tag, argv) of every recorded exec; `only`: file names to read."""
+def read_argv_log(log_dir: Path, only: set[str] | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """(tag, argv, environment) of every recorded exec; `only`: file names to read."""
     out = []
     for f in sorted(log_dir.iterdir()):
         if only is not None and f.name not in only:
             continue
         parts = f.read_bytes().decode("utf-8", "surrogateescape").split("\0")
         tag, n = parts[0], int(parts[1])
-        out.append((tag, parts[2:3 + n]))
+        m = int(parts[3 + n])
+        out.append((tag, parts[2:3 + n], parts[4 + n:4 + n + m]))
     return out
 
 
@@ -165,20 +169,30 @@ def secret_forms(secret: str) -> set[str]:
             secret.replace("\\", "\\\\").replace('"', '\\"')}
 
 
+# Tag suffix of script runs that get the passwords in their environment.
+ENV_MODE_TAG = " (passwords in env)"
+
 # Statements that carry a password, whatever the password is.
 SECRET_SQL = ("IDENTIFIED BY", "MASTER_PASSWORD", "SOURCE_PASSWORD", "PASSWORD(")
 
 
-def argv_leaks(records: list[tuple[str, list[str]]], secrets: list[str]) -> list[str]:
+def argv_leaks(records: list[tuple[str, list[str], list[str]]], secrets: list[str]) -> list[str]:
     """Human-readable descriptions of every recorded command line that holds
-    a secret or a password-carrying statement."""
+    a secret or a password-carrying statement, and of every environment that
+    holds a secret."""
     needles = set().union(*(secret_forms(s) for s in secrets)) | set(SECRET_SQL)
     bad = []
-    for tag, argv in records:
+    for tag, argv, env in records:
         line = " ".join(argv)
         hits = sorted(n for n in needles if n and n.upper() in line.upper())
         if hits:
             bad.append(f"{tag}: {argv[0]} holds {hits!r}: {line[:300]!r}")
+        # A script run with the passwords in its environment (not as pods run
+        # it) has them in its own process and in what runs before common.sh is
+        # sourced; ENV_MODE_TAG runs are checked separately.
+        for kv in env if ENV_MODE_TAG not in tag else []:
+            if any(s in kv for s in secrets):
+                bad.append(f"{tag}: {argv[0]} has a password in its environment: {kv.split('=', 1)[0]}")
     return bad
 
 
@@ -246,6 +260,12 @@ def free_port() -> int:
             _PORTS_GIVEN.add(port)
             return port
     raise SetupError("no free TCP port below the ephemeral range")
+
+
+def secret_file(path: Path, value: str) -> Path:
+    path.write_text(value)
+    path.chmod(0o600)
+    return path
 
 
 def client_cnf(path: Path, user: str, password: str) -> Path:
@@ -409,6 +429,9 @@ class World:
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
         self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
+        # The credentials Secret as pods mount it: one file per key.
+        self.root_password_file = secret_file(self.root / "root-password", ROOT_PASSWORD)
+        self.repl_password_file = secret_file(self.root / "replication-password", REPL_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
         # every exec of every script goes through a recording wrapper
@@ -476,13 +499,15 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
     """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line."""
     term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
     term.write_text("")
+    tag = name + (ENV_MODE_TAG if env.get("MYSQL_ROOT_PASSWORD") else "")
     full = {
-        **world.argv_env(name),
+        **world.argv_env(tag),
         "HOME": str(world.root),
         "TMPDIR": str(world.root),
         "FLAVOR": "mariadb",
-        "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD,
-        "REPLICATION_PASSWORD": REPL_PASSWORD,
+        # as pods get them: files of the credentials Secret, never the environment
+        "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+        "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
         "TERMINATION_LOG": str(term),
     }
     full.update(env)

@@ -39,7 +39,7 @@ def world():
     records = read_argv_log(w.argv_log)
     leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
     w.close()
-    assert not leaks, f"{len(leaks)} of {len(records)} recorded command lines hold a secret:\n" + "\n".join(leaks[:20])
+    assert not leaks, f"{len(leaks)} of {len(records)} recorded execs hold a secret:\n" + "\n".join(leaks[:20])
 
 
 class Cluster:
@@ -227,9 +227,12 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
 
 
 def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
+    pw_file = c.world.root / c.tag / "probe-root-password"
+    pw_file.parent.mkdir(parents=True, exist_ok=True)
+    pw_file.write_text(c.world_root_password)
     env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-           "MYSQL_ROOT_PASSWORD": c.world_root_password}
+           "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
     t0 = time.time()
@@ -670,7 +673,8 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
 
 def test_no_password_on_any_command_line(world, request):
     """Issue 18.3: no password ever reaches a command line (/proc/<pid>/cmdline,
-    `ps`, process-exec audit logs).  Every program the scripts execute is
+    `ps`, process-exec audit logs); issue 18.7: nor the environment of a
+    program a script starts (/proc/<pid>/environ).  Every program the scripts execute is
     reached through recording wrappers (dbcluster.make_argv_wrappers); this
     scenario runs every script along the paths that handle passwords: init.sh
     creating root accounts, bootstrap creating the repl account and pointing
@@ -701,6 +705,16 @@ def test_no_password_on_any_command_line(world, request):
         assert r.rc == 0 and r.json["result"] in ("joined", "already-replica"), r
         r = c.run("agent.sh", POD_NAME=other, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
         assert r.rc == 0, r
+        # Passwords given in the environment (not as pods do) stay in the script:
+        # none of the programs it starts inherits them.
+        env_before = world.argv_files()
+        r = c.run("join.sh", POD_NAME=other, PRIMARY_FILE=pf, MYSQL_ROOT_PASSWORD_FILE="", REPLICATION_PASSWORD_FILE="",
+                  MYSQL_ROOT_PASSWORD=ROOT_PASSWORD, REPLICATION_PASSWORD=REPL_PASSWORD)
+        assert r.rc == 0 and r.json["result"] == "already-replica", r
+        env_mode = read_argv_log(world.argv_log, only=world.argv_files() - env_before)
+        inherited = [argv[0] for _, argv, env in env_mode if argv[0].startswith("mariadb")
+                     and any(ROOT_PASSWORD in kv or REPL_PASSWORD in kv for kv in env)]
+        assert len(env_mode) > 3 and not inherited, f"client programs inherited the passwords: {inherited}"
         bdir = world.root / c.tag / "backups"
         bdir.mkdir(parents=True)
         r = c.run("backup.sh", PRIMARY=new, BACKUP_DIR=bdir, BACKUP_NAME="b1")
@@ -724,14 +738,14 @@ def test_no_password_on_any_command_line(world, request):
         if fresh:
             fresh.kill()
     records = read_argv_log(world.argv_log, only=world.argv_files() - before)
-    tags = {t for t, _ in records}
+    tags = {t for t, _, _ in records}
     scripts = {"init.sh", "bootstrap.sh", "switchover.sh", "failover.sh", "join.sh", "agent.sh", "probe.sh",
                "backup.sh", "restore.sh"}
     assert scripts <= tags, f"no command line recorded for {sorted(scripts - tags)}"
-    clients = [argv for _, argv in records if argv[0] in ("mariadb", "mariadb-dump", "mariadb-binlog",
+    clients = [argv for _, argv, _ in records if argv[0] in ("mariadb", "mariadb-dump", "mariadb-binlog",
                                                              "mariadb-admin", "mariadbd", "mariadb-install-db")]
     leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
-    REPORT.append(f"command lines: {len(records)} execs recorded through {world.wrapped} wrappers, "
+    REPORT.append(f"command lines and environments: {len(records)} execs recorded through {world.wrapped} wrappers, "
                   f"{len(clients)} of them MariaDB programs; holding a password: {len(leaks)}")
     assert len(clients) > 50
     assert not leaks, "\n".join(leaks[:20])

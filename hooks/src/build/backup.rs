@@ -125,6 +125,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, false),
                 ]),
@@ -138,6 +139,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, false),
                 ]),
@@ -159,7 +161,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &b.labels, init, main, volumes)
 }
 
@@ -196,6 +198,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, true),
                 ]),
@@ -217,6 +220,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, true),
                 ]),
@@ -226,7 +230,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &r.labels, init, main, volumes)
 }
 
@@ -272,6 +276,8 @@ fn job_spec(
                 volumes: Some(volumes),
                 security_context: Some(pod::pod_security()),
                 enable_service_links: Some(false),
+                // Nothing in the pod talks to the Kubernetes API.
+                automount_service_account_token: Some(false),
                 ..Default::default()
             }),
         },

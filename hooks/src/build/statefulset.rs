@@ -107,6 +107,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::mount("tmp", "/tmp", false),
         pod::config_mount(),
         pod::scripts_mount(),
+        pod::credentials_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
@@ -152,6 +153,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         volumes: Some(vec![
             pod::config_volume(c),
             pod::scripts_volume(),
+            pod::credentials_volume(c),
             pod::empty_dir("conf"),
             pod::empty_dir("run"),
             pod::empty_dir("tmp"),
@@ -177,6 +179,8 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             ..Default::default()
         }),
         enable_service_links: Some(false),
+        // Nothing in the pod talks to the Kubernetes API.
+        automount_service_account_token: Some(false),
         ..Default::default()
     }
 }
