@@ -571,27 +571,22 @@ sql_semisync_clients() {
   printf '%s' "${v##*[[:space:]]}"
 }
 
-# The replication / backup account, created on the primary (replicated).
-# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), GRANT (RM 15.7.1.6);
-#   REPLICATION SLAVE + REPLICATION CLIENT for replication, BACKUP_ADMIN and
-#   CLONE_ADMIN for clone/backup (RM 8.2.2), plus what mysqldump needs.
-# MariaDB: REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR (10.5+ split of
-#   REPLICATION CLIENT) plus what mariadb-dump needs.
+# The replication account, created on the primary (replicated).  It may
+# replicate and nothing else: its password is in every pod, and the scripts
+# do everything else (dumps included) as root.  REVOKE first, so a rerun also
+# narrows an account an older version created with more.
+# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), REVOKE ALL
+#   PRIVILEGES, GRANT OPTION (RM 15.7.1.8), GRANT REPLICATION SLAVE (RM 8.2.2:
+#   what a replica's receiver needs to read the binary log).
+# MariaDB: the same statements; REPLICATION SLAVE alone lets a replica connect
+#   and read the binary log, semi-sync acknowledgements included.
 sql_create_repl_user() {
   local pw
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
-  case $FLAVOR in
-    mysql) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, REPLICATION CLIENT, BACKUP_ADMIN, CLONE_ADMIN,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
-    mariadb) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
-  esac
+  sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    REVOKE ALL PRIVILEGES, GRANT OPTION FROM '$REPL_USER'@'%';
+    GRANT REPLICATION SLAVE ON *.* TO '$REPL_USER'@'%'"
 }
 # Can the repl account log in with the current password? (skip re-creating it)
 repl_user_ok() {

@@ -850,3 +850,28 @@ def test_restore_of_a_tampered_backup_runs_no_client_command(world, request):
         c.close()
         if fresh:
             fresh.kill()
+
+
+def test_replication_user_can_only_replicate(cluster):
+    """Issue 18.5: the account replicas log in with holds REPLICATION SLAVE and
+    nothing else: its password (in every pod) reads no data and administers
+    nothing.  Replication and semi-sync acknowledgements work with it."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    grants = [g[0] for g in p.query("SHOW GRANTS FOR 'repl'@'%'")]
+    REPORT.append(f"repl grants: {[g.split(' IDENTIFIED')[0] for g in grants]}")
+    assert len(grants) == 1 and grants[0].startswith("GRANT REPLICATION SLAVE ON *.* TO `repl`@`%`"), grants
+    p.query("INSERT INTO hook.t VALUES (1, 'r', @@server_id, NOW(6))", user="app")
+    cluster.wait_synced(p)
+    # the insert was acknowledged by a replica logged in as repl (semi-sync)
+    assert int(p.query("SHOW STATUS LIKE 'Rpl_semi_sync_master_yes_tx'")[0][1]) >= 1
+    for s in cluster.servers:
+        assert rows(s) == {1}, s.name
+    cnf = cluster.world.root / cluster.tag / "repl.cnf"
+    from dbcluster import REPL_PASSWORD, client_cnf
+    client_cnf(cnf, "repl", REPL_PASSWORD)
+    base = ["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1", "-P", str(p.port), "-N", "-B"]
+    for q in ("SELECT COUNT(*) FROM hook.t", "SELECT COUNT(*) FROM mysql.user", "SET GLOBAL read_only=OFF",
+              "CREATE DATABASE x", "SHOW SLAVE STATUS", "SHOW BINLOG EVENTS", "FLUSH LOGS"):
+        r = subprocess.run(base + ["-e", q], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and "denied" in r.stderr.lower(), f"repl may run {q!r}: {r.stdout}{r.stderr}"
