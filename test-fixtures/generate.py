@@ -31,6 +31,7 @@ KEYS = {
     "EndpointSlice": "EndpointSlice.discovery.k8s.io/v1",
     "Job": "Job.batch/v1",
     "CronJob": "CronJob.batch/v1",
+    "NetworkPolicy": "NetworkPolicy.networking.k8s.io/v1",
 }
 
 CONTROLLER = {
@@ -49,6 +50,7 @@ CONTROLLER = {
             {"apiVersion": "discovery.k8s.io/v1", "resource": "endpointslices", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "batch/v1", "resource": "jobs"},
             {"apiVersion": "batch/v1", "resource": "cronjobs", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "networking.k8s.io/v1", "resource": "networkpolicies", "updateStrategy": {"method": "InPlace"}},
         ],
         "hooks": {
             "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/sync"}},
@@ -502,6 +504,9 @@ def main():
     write("sync", "config-walkaround-refused", request(parent(status=st, config={
         "skip-disable-read-only": "", "skip-gr": "", "init-f": "/var/lib/mysql/x.sql", "plugin_load_add": "x.so",
         "loose-max-connections": "500"}), live, related(*pods([True, True, True]))))
+    # Issue 18.5: the applications in namespaces web and api may connect.
+    write("sync", "network-client-namespaces", request(parent(status=st, network={"clientNamespaces": ["web", "api"]}),
+                                                         live, related(*pods([True, True, True]))))
     write("sync", "storage-change", request(parent(status=st, storage={"size": "20Gi"}), live,
                                               related(*pods([True, True, True]))))
     write("sync", "resources-canonical", request(parent(status=st, resources={

@@ -103,6 +103,10 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
 
+    /// Who may connect to the servers: the NetworkPolicy `<name>` (issue 18.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
+
     /// Start the new cluster from a backup. Only read while the cluster has not yet
     /// been initialized; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,6 +116,19 @@ pub struct MySQLSpec {
 
 fn default_replicas() -> i32 {
     3
+}
+
+/// Network access to the servers. The cluster's own pods (replication, its Jobs)
+/// and the namespace's `MySQLBackup` Jobs always reach port 3306; nothing reaches
+/// any other port.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// Namespaces whose pods may connect to port 3306 (the applications). Unset:
+    /// the cluster's own namespace. Empty: none besides the cluster's own pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub client_namespaces: Option<Vec<String>>,
 }
 
 /// The database server family.

@@ -13,6 +13,7 @@ use k8s_openapi::api::{
     batch::v1::{CronJob, Job},
     core::v1::{ConfigMap, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
+    networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
 };
 use serde::{Deserialize, Serialize, de::IgnoredAny};
@@ -63,6 +64,8 @@ pub struct Children {
     pub jobs: ByKey<Job>,
     #[serde(rename = "CronJob.batch/v1", default)]
     pub cron_jobs: ByKey<CronJob>,
+    #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default)]
+    pub network_policies: ByKey<NetworkPolicy>,
 }
 
 /// Related objects requested by [`crate::customize`].
@@ -157,6 +160,7 @@ pub enum Child {
     EndpointSlice(Box<EndpointSlice>),
     Job(Box<Job>),
     CronJob(Box<CronJob>),
+    NetworkPolicy(Box<NetworkPolicy>),
 }
 
 impl Child {
@@ -171,6 +175,7 @@ impl Child {
             Self::CronJob(o) => ("CronJob", name(&o.metadata)),
             Self::EndpointSlice(o) => ("EndpointSlice", name(&o.metadata)),
             Self::Job(o) => ("Job", name(&o.metadata)),
+            Self::NetworkPolicy(o) => ("NetworkPolicy", name(&o.metadata)),
             Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
             Self::Secret(o) => ("Secret", name(&o.metadata)),
             Self::Service(o) => ("Service", name(&o.metadata)),

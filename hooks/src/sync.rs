@@ -13,7 +13,7 @@ use crate::{
     api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
     backups,
     bootstrap::{self, Bootstrap},
-    build::{config, pdb, service, statefulset},
+    build::{config, network, pdb, service, statefulset},
     conditions::Conditions,
     error::{Error, Result},
     metacontroller::{ByKey, Child, SyncRequest, SyncResponse},
@@ -95,6 +95,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
     if let Some(refusal) = backup_refused {
         problems.push(refusal.into());
     } else if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
