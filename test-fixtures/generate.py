@@ -209,6 +209,21 @@ S3_SECRET = {
 }
 
 
+SIGNING_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-signing", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000002",
+                 "resourceVersion": "39001", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"signing-key": "bm90LWEtcmVhbC1zaWduaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGVm"},
+}
+
+
+def with_signing_key(rel):
+    rel = copy.deepcopy(rel)
+    rel.setdefault("Secret.v1", {})[f"{NS}/backup-signing"] = copy.deepcopy(SIGNING_SECRET)
+    return rel
+
+
 def with_s3_secret(rel):
     rel = copy.deepcopy(rel)
     rel["Secret.v1"] = {f"{NS}/backup-s3": copy.deepcopy(S3_SECRET)}
@@ -652,6 +667,10 @@ def backup_scenarios(running, st, live, deleting):
                                                            with_s3_secret(ready3)))
     write("sync", "image-not-allowed", request(parent(status=st, image="evil.example.com/mysql:8.4.3"), live, ready3))
     write("sync", "backup-not-before-bootstrap", request(parent(backup=PVC_BACKUP)))
+    # Issue 18.6: backups signed with a key kept outside the store (an opted-in Secret).
+    signed = dict(PVC_BACKUP, signingKey={"name": "backup-signing"})
+    write("sync", "backup-signed", request(parent(status=st, backup=signed), live, with_signing_key(ready3)))
+    write("sync", "backup-signing-key-not-opted-in", request(parent(status=st, backup=signed), live, ready3))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
@@ -731,6 +750,9 @@ def backup_scenarios(running, st, live, deleting):
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
                                                   with_s3_secret(related(*pods([True, False, False])))))
+        write("sync", "restore-pitr-s3-signed", request(
+            parent(restore=dict(s3_restore, signingKey={"name": "backup-signing"}), status=new_r["status"]),
+            observed(new_r["children"]), with_signing_key(with_s3_secret(related(*pods([True, False, False]))))))
         write("sync", "restore-s3-credentials-not-opted-in", request(
             parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))

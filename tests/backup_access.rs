@@ -228,3 +228,27 @@ fn customize_asks_only_for_opted_in_secrets() {
     let got = answer("backup-customize", &fixture("backup-customize", "backup"));
     assert!(got["relatedResources"].as_array().is_some_and(|r| r.contains(&rule)), "{got}");
 }
+
+#[test]
+fn signing_keys_reach_only_the_script_that_signs_or_verifies() {
+    for (scenario, variable) in
+        [("backup-signed", "BACKUP_SIGNING_KEY_FILE"), ("restore-pitr-s3-signed", "RESTORE_VERIFY_KEY_FILE")]
+    {
+        let got = answer("sync", &fixture("sync", scenario));
+        let mut with_key = 0;
+        for c in containers(&got) {
+            let name = c["name"].as_str().unwrap_or_default().to_owned();
+            let has_env = c["env"].as_array().into_iter().flatten().any(|e| e["name"] == variable);
+            let has_mount =
+                c["volumeMounts"].as_array().into_iter().flatten().any(|m| m["mountPath"] == "/etc/mysql-hook-signing");
+            assert_eq!(has_env, has_mount, "{scenario}: container {name}");
+            if has_env {
+                with_key += 1;
+                assert!(name == "backup" || name == "restore", "{scenario}: {name} sees the signing key");
+            }
+        }
+        assert!(with_key >= 1, "{scenario}: no container gets {variable}");
+        let refused = answer("sync", &without_secrets(fixture("sync", scenario)));
+        assert!(containers(&refused).iter().all(|c| c["name"] != "backup" && c["name"] != "restore"), "{scenario}");
+    }
+}

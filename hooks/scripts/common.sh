@@ -724,6 +724,44 @@ sql_set_restored_position() {
         SET GLOBAL gtid_slave_pos=$(sql_quote "$g")" ;;
   esac
 }
+# ================================================================ signatures
+# A backup may be signed with a key kept outside the store: SIGNATURE holds
+# "hmac-sha256 <hex>", HMAC-SHA256 (RFC 2104) of the bytes of SHA256SUMS, which
+# lists dump.sql, every binary log and manifest.json.  Whoever can write the
+# store but not read the key cannot make a restore load anything else.  Bash and
+# coreutils only (od, sha256sum): the server images have no openssl.
+
+# hex_of_file FILE: the file's bytes as lowercase hex.
+hex_of_file() { local h; h=$(od -An -v -tx1 < "$1"); h=${h//[[:space:]]/}; printf '%s' "$h"; }
+# hex_fmt HEX: a printf format writing those bytes.
+hex_fmt() { local h=$1 i out=""; for ((i = 0; i < ${#h}; i += 2)); do out+="\\x${h:i:2}"; done; printf '%s' "$out"; }
+# hmac_sha256 KEY_FILE FILE: HMAC-SHA256 of FILE under the bytes of KEY_FILE, hex.
+hmac_sha256() {
+  local key ipad="" opad="" i b inner outer
+  key=$(hex_of_file "$1")
+  if (( ${#key} > 128 )); then   # keys longer than the 64-byte block are hashed first
+    key=$(printf "$(hex_fmt "$key")" | sha256sum); key=${key%% *}
+  fi
+  while (( ${#key} < 128 )); do key+=0; done
+  for ((i = 0; i < 128; i += 2)); do
+    b=$((16#${key:i:2}))
+    ipad+=$(printf '\\x%02x' $((b ^ 0x36)))
+    opad+=$(printf '\\x%02x' $((b ^ 0x5c)))
+  done
+  inner=$({ printf "$ipad"; cat "$2"; } | sha256sum); inner=${inner%% *}
+  outer=$({ printf "$opad"; printf "$(hex_fmt "$inner")"; } | sha256sum)
+  printf '%s' "${outer%% *}"
+}
+# sign_backup DIR KEY_FILE: write DIR/SIGNATURE.
+sign_backup() { printf 'hmac-sha256 %s\n' "$(hmac_sha256 "$2" "$1/SHA256SUMS")" > "$1/SIGNATURE"; }
+# signature_ok DIR KEY_FILE: DIR/SIGNATURE is the HMAC of DIR/SHA256SUMS under the key.
+signature_ok() {
+  local line
+  [ -r "$1/SIGNATURE" ] && [ -r "$1/SHA256SUMS" ] || return 1
+  IFS= read -r line < "$1/SIGNATURE" || true
+  [ "$line" = "hmac-sha256 $(hmac_sha256 "$2" "$1/SHA256SUMS")" ]
+}
+
 # Statement that keeps a session's own writes out of the binary log.
 # MySQL: SET SESSION sql_log_bin (RM 19.1.6.4, sysvar_sql_log_bin). MariaDB: same.
 SQL_NO_BINLOG="SET SESSION sql_log_bin=0;"

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use crate::{
     Context,
-    api::{BackupStorage, MySQL},
+    api::{BackupStorage, MySQL, SecretKeyRef},
     build::backup::DEFAULT_UPLOADER_IMAGE,
     metacontroller::{ByKey, LabelSelector, RelatedResourceRule},
     model::{Cluster, MYSQLD, Problem},
@@ -146,13 +146,8 @@ pub struct Gate<'a> {
 }
 
 impl Gate<'_> {
-    /// May a Job use this (resolved) store?
-    ///
-    /// # Errors
-    /// A [`Refusal`] naming the Secret or image, never any credential.
-    pub fn storage(&self, storage: &BackupStorage) -> Result<(), Refusal> {
-        let Some(s3) = &storage.s3 else { return Ok(()) };
-        let name = s3.credentials_secret.as_str();
+    /// The opted-in Secret `name` that this cluster may use (`what` says what for).
+    fn opted_in(&self, name: &str, what: &str) -> Result<&Secret, Refusal> {
         let secret = self.secrets.get(&format!("{}/{name}", self.namespace)).filter(|s| {
             s.metadata.name.as_deref() == Some(name)
                 && s.metadata.namespace.as_deref() == Some(self.namespace)
@@ -163,7 +158,7 @@ impl Gate<'_> {
             return Err(Refusal {
                 reason: "BackupCredentialsNotAllowed",
                 message: format!(
-                    "the S3 credentials Secret {name} is not opted in: a store may only use a Secret of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the Secret); no such Secret {name} is observed",
+                    "the {what} Secret {name} is not opted in: a store may only use a Secret of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the Secret); no such Secret {name} is observed",
                     self.namespace
                 ),
             });
@@ -173,12 +168,32 @@ impl Gate<'_> {
                 return Err(Refusal {
                     reason: "BackupCredentialsNotAllowed",
                     message: format!(
-                        "the S3 credentials Secret {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
+                        "the {what} Secret {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
                         self.cluster
                     ),
                 });
             }
         }
+        Ok(secret)
+    }
+
+    /// May a Job use this (resolved) store, and this signing or verification key?
+    ///
+    /// # Errors
+    /// A [`Refusal`] naming the Secret or image, never any credential.
+    pub fn storage(&self, storage: &BackupStorage, signing_key: Option<&SecretKeyRef>) -> Result<(), Refusal> {
+        if let Some(k) = signing_key {
+            let secret = self.opted_in(&k.name, "backup signing key")?;
+            if !secret.data.as_ref().is_some_and(|d| d.contains_key(&k.key)) {
+                return Err(Refusal {
+                    reason: "BackupCredentialsIncomplete",
+                    message: format!("the backup signing key Secret {} lacks the key {}", k.name, k.key),
+                });
+            }
+        }
+        let Some(s3) = &storage.s3 else { return Ok(()) };
+        let name = s3.credentials_secret.as_str();
+        let secret = self.opted_in(name, "S3 credentials")?;
         let data = secret.data.as_ref();
         let missing: Vec<&str> = S3_KEYS
             .iter()
@@ -287,7 +302,7 @@ mod tests {
         .collect();
         let allowed = vec!["registry.example.com/tools/aws-cli".to_owned()];
         let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &allowed };
-        let reason = |s: &BackupStorage| gate.storage(s).map_err(|r| r.reason);
+        let reason = |s: &BackupStorage| gate.storage(s, None).map_err(|r| r.reason);
         assert_eq!(reason(&s3("ok", None)), Ok(()));
         assert_eq!(reason(&s3("mine", None)), Ok(()));
         assert_eq!(reason(&s3("unlabelled", None)), Err("BackupCredentialsNotAllowed"));
@@ -308,6 +323,25 @@ mod tests {
         elsewhere.metadata.namespace = Some("other".to_owned());
         let moved: ByKey<Secret> = [("shop/ok".to_owned(), elsewhere)].into_iter().collect();
         let gate = Gate { secrets: &moved, ..gate };
-        assert_eq!(gate.storage(&s3("ok", None)).map_err(|r| r.reason), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(gate.storage(&s3("ok", None), None).map_err(|r| r.reason), Err("BackupCredentialsNotAllowed"));
+    }
+
+    #[test]
+    fn signing_keys_come_from_opted_in_secrets_too() {
+        let secrets: ByKey<Secret> =
+            [secret("keys", Some("true"), None, &["signing-key"]), secret("plain", None, None, &["signing-key"])]
+                .into_iter()
+                .collect();
+        let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &[] };
+        let pvc = BackupStorage {
+            persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
+            s3: None,
+        };
+        let key = |name: &str, key: &str| SecretKeyRef { name: name.to_owned(), key: key.to_owned() };
+        let reason = |k: &SecretKeyRef| gate.storage(&pvc, Some(k)).map_err(|r| r.reason);
+        assert_eq!(reason(&key("keys", "signing-key")), Ok(()));
+        assert_eq!(reason(&key("keys", "other")), Err("BackupCredentialsIncomplete"));
+        assert_eq!(reason(&key("plain", "signing-key")), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&key("absent", "signing-key")), Err("BackupCredentialsNotAllowed"));
     }
 }

@@ -446,10 +446,33 @@ pub struct BackupSpec {
     #[serde(default = "default_keep")]
     #[schemars(range(min = 1, max = 1000))]
     pub keep: i32,
+
+    /// Sign every backup with this key (HMAC-SHA256 over the backup's checksums,
+    /// `SIGNATURE` next to them), kept outside the store: a restore given the same
+    /// key loads only backups it signed. The Secret must be opted in like S3
+    /// credentials (label `mysqlhook.dev/backup-credentials: "true"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 fn default_keep() -> i32 {
     7
+}
+
+/// One key of a Secret in the cluster's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key; default `signing-key`.
+    #[serde(default = "default_signing_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_signing_key() -> String {
+    "signing-key".to_owned()
 }
 
 /// A backup store: exactly one of a PersistentVolumeClaim or an S3-compatible bucket.
@@ -553,6 +576,12 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub binlogs_from: Option<String>,
+
+    /// Load only a backup signed with this key (`spec.backup.signingKey` of the
+    /// cluster that wrote it): a missing or wrong signature fails the restore before
+    /// anything is loaded. Opted in like S3 credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 /// Progress of a backup or a restore.

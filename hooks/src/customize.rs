@@ -47,10 +47,11 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
             names: vec![backup.clone()],
         });
     }
-    // The opted-in S3 credentials Secrets, when a store may be S3 (a restore from a
-    // MySQLBackup reads the store that backup recorded).
+    // The opted-in Secrets (S3 credentials, signing keys), when a store may be S3
+    // (a restore from a MySQLBackup reads the store that backup recorded) or backups
+    // are signed.
     let spec = &request.parent.spec;
-    let s3_backup = spec.backup.as_ref().is_some_and(|b| b.storage.s3.is_some());
+    let s3_backup = spec.backup.as_ref().is_some_and(|b| b.storage.s3.is_some() || b.signing_key.is_some());
     let s3_restore =
         spec.restore.as_ref().is_some_and(|r| r.backup.is_some() || r.storage.as_ref().is_some_and(|s| s.s3.is_some()));
     if s3_backup || s3_restore {

@@ -191,9 +191,9 @@ fn final_backup(
     previous: Option<&BackupStatus>,
     ctx: &Context,
 ) -> FinalBackup {
-    let Some((_, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
+    let Some((spec, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
     let name = backups::final_job_name(c);
-    let job = Box::new(backups::final_job(c, &storage));
+    let job = Box::new(backups::final_job(c, &storage, spec.signing_key.as_ref()));
     let Some(existing) = observed.job(&name) else {
         return match previous.and_then(|b| b.final_backup.as_ref()) {
             Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {
@@ -206,7 +206,7 @@ fn final_backup(
                     secrets: &request.related.secrets,
                     allowed_images: &ctx.allowed_images,
                 };
-                match gate.storage(&storage) {
+                match gate.storage(&storage, spec.signing_key.as_ref()) {
                     Ok(()) => FinalBackup::Running(job),
                     Err(refusal) => FinalBackup::Refused(refusal),
                 }

@@ -72,7 +72,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         };
         return Ok(answer(status, kept));
     };
-    let Some((_, storage)) = backups::settings(mysql) else {
+    let Some((backup_spec, storage)) = backups::settings(mysql) else {
         let status = if terminal {
             previous
         } else if observed_job.is_some() {
@@ -126,7 +126,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     };
     if observed_job.is_none() && !terminal {
         // A Job that runs already keeps going; a new one needs a store it may use.
-        if let Err(refusal) = gate.storage(&storage) {
+        if let Err(refusal) = gate.storage(&storage, backup_spec.signing_key.as_ref()) {
             return Ok(answer(pending(previous, refusal.message), None));
         }
     }
@@ -147,6 +147,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         pods: pods_env,
         retention: None,
         labels: pod_labels.clone(),
+        signing_key: backup_spec.signing_key.as_ref(),
     };
     let job =
         Job { metadata: meta(&job_name, pod_labels), spec: Some(backup::backup_job_spec(&pod)), ..Default::default() };

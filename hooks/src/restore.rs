@@ -161,7 +161,7 @@ pub fn plan(
     let restore_until = until.map(|t| t.trim_end_matches('Z').replacen('T', " ", 1));
     // Restore Jobs read the store with its credentials: only a store this cluster may
     // use. Jobs that run already keep going.
-    if let Err(refusal) = gate.storage(&source.storage) {
+    if let Err(refusal) = gate.storage(&source.storage, spec.signing_key.as_ref()) {
         let started = (0..c.replicas).any(|o| {
             observed.job(&c.names.job(PURPOSE, &format!("{o}-{}", &short_hash(c.uid.as_bytes())[..5]))).is_some()
         });
@@ -190,6 +190,7 @@ pub fn plan(
                 until: restore_until.clone(),
                 target: target.clone(),
                 labels: pod_labels,
+                verify_key: spec.signing_key.as_ref(),
             })),
             ..Default::default()
         };

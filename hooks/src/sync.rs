@@ -48,7 +48,8 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     };
     let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous, &gate);
     // Scheduled backups only to a store this cluster may use.
-    let backup_refused = backups::settings(&request.parent).and_then(|(_, storage)| gate.storage(&storage).err());
+    let backup_refused = backups::settings(&request.parent)
+        .and_then(|(spec, storage)| gate.storage(&storage, spec.signing_key.as_ref()).err());
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {

@@ -875,3 +875,72 @@ def test_replication_user_can_only_replicate(cluster):
               "CREATE DATABASE x", "SHOW SLAVE STATUS", "SHOW BINLOG EVENTS", "FLUSH LOGS"):
         r = subprocess.run(base + ["-e", q], capture_output=True, text=True, timeout=30)
         assert r.returncode != 0 and "denied" in r.stderr.lower(), f"repl may run {q!r}: {r.stdout}{r.stderr}"
+
+
+def test_signed_backups_restore_only_when_the_signature_holds(world, request):
+    """Issue 18.6: a backup signed with a key kept outside the store (HMAC-SHA256
+    over SHA256SUMS, which covers dump.sql, the binary logs and manifest.json)
+    restores only when the signature verifies under the restore's key: an altered
+    file with its checksum recomputed, a missing signature or another key are
+    refused before anything is loaded."""
+    import hmac as hmac_mod
+    c = Cluster(world, request.node.name, n=1)
+    fresh = None
+    try:
+        assert c.run("bootstrap.sh", PRIMARY="").rc == 0
+        c["db-0"].query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY); INSERT INTO hook.t VALUES (7)")
+        base = world.root / c.tag
+        key = base / "signing-key"
+        key.write_bytes(os.urandom(32) + b"\n")   # any bytes, a trailing newline included
+        other = base / "other-key"
+        other.write_bytes(os.urandom(32))
+        bdir = base / "backups"
+        bdir.mkdir()
+        r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b1", BACKUP_SIGNING_KEY_FILE=key)
+        assert r.rc == 0, r
+        b1 = bdir / "b1"
+        sums = (b1 / "SHA256SUMS").read_bytes()
+        assert b"manifest.json" in sums, "the manifest is covered by the checksums"
+        want = hmac_mod.new(key.read_bytes(), sums, hashlib.sha256).hexdigest()
+        assert (b1 / "SIGNATURE").read_text() == f"hmac-sha256 {want}\n"
+
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        env = {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(b1)}
+
+        def restore(**extra):
+            return run_script("restore.sh", world, {**env, **{k: str(v) for k, v in extra.items()}})
+
+        outcomes = {}
+        # another key, then no signature, then an altered dump with its checksum recomputed
+        r = restore(RESTORE_VERIFY_KEY_FILE=other)
+        outcomes["other key"] = (r.rc, r.json.get("reason"))
+        sig = (b1 / "SIGNATURE").read_bytes()
+        (b1 / "SIGNATURE").unlink()
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        outcomes["no signature"] = (r.rc, r.json.get("reason"))
+        (b1 / "SIGNATURE").write_bytes(sig)
+        dump = b1 / "dump.sql"
+        original = dump.read_bytes()
+        dump.write_bytes(original.replace(b"(7)", b"(666)"))
+        fixed = subprocess.run(["sha256sum", "dump.sql"], cwd=b1, capture_output=True, text=True, check=True).stdout
+        (b1 / "SHA256SUMS").write_text(fixed + "".join(
+            ln + "\n" for ln in sums.decode().splitlines() if not ln.endswith(" dump.sql")))
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        outcomes["altered"] = (r.rc, r.json.get("reason"))
+        REPORT.append(f"signed backup: refused restores {outcomes}")
+        for what, (rc, reason) in outcomes.items():
+            assert rc != 0 and reason == "bad-signature", f"{what}: {rc} {reason}"
+        assert fresh.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='hook'") == "0", \
+            "nothing may be loaded before the signature is checked"
+        # the genuine backup restores
+        dump.write_bytes(original)
+        (b1 / "SHA256SUMS").write_bytes(sums)
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        assert r.rc == 0 and r.json["result"] == "restored", r
+        assert fresh.value("SELECT n FROM hook.t") == "7"
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()

@@ -15,8 +15,8 @@ use k8s_openapi::{
     api::{
         batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
         core::v1::{
-            Container, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSpec,
-            PodTemplateSpec, SecretKeySelector, Volume,
+            Container, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
+            PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
         },
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -25,7 +25,7 @@ use k8s_openapi::{
 use super::{meta, pod};
 use crate::{
     access,
-    api::{BackupStorage, S3Target},
+    api::{BackupStorage, S3Target, SecretKeyRef},
     labels,
     model::Cluster,
     scripts,
@@ -97,6 +97,8 @@ pub struct BackupPod<'a> {
     pub pods: String,
     pub retention: Option<Retention>,
     pub labels: BTreeMap<String, String>,
+    /// The key `backup.sh` signs the backup with (`spec.backup.signingKey`).
+    pub signing_key: Option<&'a SecretKeyRef>,
 }
 
 /// The Job spec of a backup.
@@ -161,6 +163,10 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
+    let (mut init, mut main) = (init, main);
+    for server in init.iter_mut().chain([&mut main]).filter(|k| k.name == "backup") {
+        with_key(server, &mut volumes, b.signing_key, "BACKUP_SIGNING_KEY_FILE");
+    }
     volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &b.labels, init, main, volumes)
 }
@@ -176,6 +182,8 @@ pub struct RestorePod<'a> {
     pub until: Option<String>,
     pub target: String,
     pub labels: BTreeMap<String, String>,
+    /// The key the backup's signature must verify with (`spec.restore.signingKey`).
+    pub verify_key: Option<&'a SecretKeyRef>,
 }
 
 /// The Job spec of a restore.
@@ -230,6 +238,10 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
+    let mut main = main;
+    if main.name == "restore" {
+        with_key(&mut main, &mut volumes, r.verify_key, "RESTORE_VERIFY_KEY_FILE");
+    }
     volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &r.labels, init, main, volumes)
 }
@@ -355,6 +367,29 @@ fn backup_name_env(name: &BackupName) -> EnvVar {
             ..Default::default()
         },
     }
+}
+
+/// Where a signing or verification key is mounted in the container that runs the
+/// script.
+const KEY_DIR: &str = "/etc/mysql-hook-signing";
+
+/// The key (one item of an opted-in Secret, see [`crate::access`]) as the file
+/// `variable` names, for `container` only: the uploader never sees it.
+fn with_key(container: &mut Container, volumes: &mut Vec<Volume>, key: Option<&SecretKeyRef>, variable: &str) {
+    let Some(key) = key else { return };
+    volumes.push(Volume {
+        name: "signing-key".to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(key.name.clone()),
+            items: Some(vec![KeyToPath { key: key.key.clone(), path: "key".to_owned(), ..Default::default() }]),
+            default_mode: Some(0o440),
+            optional: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    container.volume_mounts.get_or_insert_with(Vec::new).push(pod::mount("signing-key", KEY_DIR, true));
+    container.env.get_or_insert_with(Vec::new).push(pod::env(variable, format!("{KEY_DIR}/key")));
 }
 
 fn claim_volume(claim: &str, read_only: bool) -> Volume {
