@@ -799,7 +799,8 @@ def test_replay_pipe_runs_no_client_command(world, request, flavor):
         # first line too: `system` is a command there even without --named-commands
         stream = _client_command_lines(markers) + "SELECT 1;\n" + _client_command_lines(markers)
         env = {**world.argv_env("sql_stdin"), "FLAVOR": flavor, "PODS": f"db-0={s.addr}", "HOME": str(world.root),
-               "TMPDIR": str(world.root), "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "TERMINATION_LOG": str(term)}
+               "TMPDIR": str(world.root), "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+               "TERMINATION_LOG": str(term)}
         env["PATH"] = f"{shim}:{env['PATH']}"
         r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; sql_stdin db-0; RESULT_DONE=1'], input=stream,
                            env=env, capture_output=True, text=True, timeout=60)
