@@ -164,6 +164,22 @@ pod_ordinal() {
 # SQL string literal (standard SQL quoting plus backslash escaping)
 sql_quote() { local s=$1; s=${s//\\/\\\\}; s=${s//\'/\'\'}; printf "'%s'" "$s"; }
 
+# load_secret VAR: VAR's value from the file named by ${VAR}_FILE when that is
+# set (pods mount the credentials Secret as files: an environment is inherited
+# by every process and readable in /proc/<pid>/environ), else from the
+# environment.  Exact bytes, trailing newlines included.  Never exported: the
+# programs the scripts run do not get it in their environment.
+load_secret() {
+  local var=$1 file_var=${1}_FILE
+  if [ -n "${!file_var:-}" ]; then
+    [ -r "${!file_var}" ] || fail bad-env "$file_var: ${!file_var} is not readable"
+    IFS= read -r -d '' "$var" < "${!file_var}" || true
+  fi
+  export -n "$var"
+}
+load_secret MYSQL_ROOT_PASSWORD
+load_secret REPLICATION_PASSWORD
+
 # Credentials go into a private option file, never onto the command line.
 CNF=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX")
 chmod 600 "$CNF"
@@ -183,12 +199,17 @@ write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 
 # sql POD STATEMENTS: run on POD as root, tab separated rows on stdout, no header.
 # SQL_TIMEOUT overrides the client-side cap for long waits.
+# The statements go to the client on stdin, never as `-e` on its command line:
+# some carry passwords (IDENTIFIED BY, MASTER_PASSWORD / SOURCE_PASSWORD), and a
+# command line is readable by every process in /proc/<pid>/cmdline and lands in
+# process-exec audit logs.  printf is a builtin: nothing is executed with the
+# statements in its arguments (tests/scripts records every command line).
 sql() {
   local pod=$1 q=$2 fmt=-N
   [ -n "${SQL_VERTICAL:-}" ] && fmt=-E
-  timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
+  printf '%s\n' "$q" | timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
-    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B -e "$q"
+    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B
 }
 reachable() { SQL_TIMEOUT=$((CONNECT_TIMEOUT + 5)) sql "$1" "SELECT 1" >/dev/null 2>&1; }
 # wait_reachable POD SECONDS
@@ -1062,27 +1083,22 @@ sql_semisync_clients() {
   printf '%s' "${v##*[[:space:]]}"
 }
 
-# The replication / backup account, created on the primary (replicated).
-# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), GRANT (RM 15.7.1.6);
-#   REPLICATION SLAVE + REPLICATION CLIENT for replication, BACKUP_ADMIN and
-#   CLONE_ADMIN for clone/backup (RM 8.2.2), plus what mysqldump needs.
-# MariaDB: REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR (10.5+ split of
-#   REPLICATION CLIENT) plus what mariadb-dump needs.
+# The replication account, created on the primary (replicated).  It may
+# replicate and nothing else: its password is in every pod, and the scripts
+# do everything else (dumps included) as root.  REVOKE first, so a rerun also
+# narrows an account an older version created with more.
+# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), REVOKE ALL
+#   PRIVILEGES, GRANT OPTION (RM 15.7.1.8), GRANT REPLICATION SLAVE (RM 8.2.2:
+#   what a replica's receiver needs to read the binary log).
+# MariaDB: the same statements; REPLICATION SLAVE alone lets a replica connect
+#   and read the binary log, semi-sync acknowledgements included.
 sql_create_repl_user() {
   local pw
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
-  case $FLAVOR in
-    mysql) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, REPLICATION CLIENT, BACKUP_ADMIN, CLONE_ADMIN,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
-    mariadb) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
-  esac
+  sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    REVOKE ALL PRIVILEGES, GRANT OPTION FROM '$REPL_USER'@'%';
+    GRANT REPLICATION SLAVE ON *.* TO '$REPL_USER'@'%'"
 }
 # Can the repl account log in with the current password? (skip re-creating it)
 repl_user_ok() {
@@ -1177,10 +1193,22 @@ binlog_replay() {
     SQL_TIMEOUT=${REPLAY_TIMEOUT:-3600} sql_stdin "$pod"
 }
 # sql_stdin POD: run SQL read from stdin (dump loading, binlog replay).
+# What comes from a backup store is data, never instructions for the client:
+# a tampered dump or binary log must not make the client run `\!`/`system`,
+# `source` a file or `tee` into one, in a pod that holds the root password.
+# --binary-mode turns off every client command but `charset` and `delimiter`
+# for input that is not typed (MySQL RM 6.5.1.1, mysql --binary-mode; MariaDB
+# mariadb --binary-mode).  On top of it: MariaDB's --sandbox (10.5.25, 10.6.18,
+# 10.11.8, 11.0.6 and later: a disabled command is an error) and MySQL's
+# --system-command=OFF (8.0.40, 8.4.3 and later); `loose-` lets an older
+# client ignore the option, binary mode still applies.
 sql_stdin() {
   local pod=$1
   local -a extra=()
-  [ "$FLAVOR" = mariadb ] && extra=(--binary-mode)
+  case $FLAVOR in
+    mysql)   extra=(--binary-mode --loose-system-command=OFF) ;;
+    mariadb) extra=(--binary-mode --loose-sandbox) ;;
+  esac
   timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
     --connect-timeout="$CONNECT_TIMEOUT" "${extra[@]}" --max-allowed-packet=1G -N -B
@@ -1208,6 +1236,44 @@ sql_set_restored_position() {
         SET GLOBAL gtid_slave_pos=$(sql_quote "$g")" ;;
   esac
 }
+# ================================================================ signatures
+# A backup may be signed with a key kept outside the store: SIGNATURE holds
+# "hmac-sha256 <hex>", HMAC-SHA256 (RFC 2104) of the bytes of SHA256SUMS, which
+# lists dump.sql, every binary log and manifest.json.  Whoever can write the
+# store but not read the key cannot make a restore load anything else.  Bash and
+# coreutils only (od, sha256sum): the server images have no openssl.
+
+# hex_of_file FILE: the file's bytes as lowercase hex.
+hex_of_file() { local h; h=$(od -An -v -tx1 < "$1"); h=${h//[[:space:]]/}; printf '%s' "$h"; }
+# hex_fmt HEX: a printf format writing those bytes.
+hex_fmt() { local h=$1 i out=""; for ((i = 0; i < ${#h}; i += 2)); do out+="\\x${h:i:2}"; done; printf '%s' "$out"; }
+# hmac_sha256 KEY_FILE FILE: HMAC-SHA256 of FILE under the bytes of KEY_FILE, hex.
+hmac_sha256() {
+  local key ipad="" opad="" i b inner outer
+  key=$(hex_of_file "$1")
+  if (( ${#key} > 128 )); then   # keys longer than the 64-byte block are hashed first
+    key=$(printf "$(hex_fmt "$key")" | sha256sum); key=${key%% *}
+  fi
+  while (( ${#key} < 128 )); do key+=0; done
+  for ((i = 0; i < 128; i += 2)); do
+    b=$((16#${key:i:2}))
+    ipad+=$(printf '\\x%02x' $((b ^ 0x36)))
+    opad+=$(printf '\\x%02x' $((b ^ 0x5c)))
+  done
+  inner=$({ printf "$ipad"; cat "$2"; } | sha256sum); inner=${inner%% *}
+  outer=$({ printf "$opad"; printf "$(hex_fmt "$inner")"; } | sha256sum)
+  printf '%s' "${outer%% *}"
+}
+# sign_backup DIR KEY_FILE: write DIR/SIGNATURE.
+sign_backup() { printf 'hmac-sha256 %s\n' "$(hmac_sha256 "$2" "$1/SHA256SUMS")" > "$1/SIGNATURE"; }
+# signature_ok DIR KEY_FILE: DIR/SIGNATURE is the HMAC of DIR/SHA256SUMS under the key.
+signature_ok() {
+  local line
+  [ -r "$1/SIGNATURE" ] && [ -r "$1/SHA256SUMS" ] || return 1
+  IFS= read -r line < "$1/SIGNATURE" || true
+  [ "$line" = "hmac-sha256 $(hmac_sha256 "$2" "$1/SHA256SUMS")" ]
+}
+
 # Statement that keeps a session's own writes out of the binary log.
 # MySQL: SET SESSION sql_log_bin (RM 19.1.6.4, sysvar_sql_log_bin). MariaDB: same.
 SQL_NO_BINLOG="SET SESSION sql_log_bin=0;"

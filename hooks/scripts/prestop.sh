@@ -18,7 +18,7 @@
 #   {"result":"not-primary"|"single-member"|"handed-over"|"timeout"|
 #    "self-unreachable"|"error","pod","primary","waited":SECONDS,"message"}
 # It does not write the termination log: that belongs to mysqld.
-# Env: FLAVOR, POD_NAME, PODS, MYSQL_ROOT_PASSWORD, PRIMARY_FILE,
+# Env: FLAVOR, POD_NAME, PODS (or PODS_FILE), MYSQL_ROOT_PASSWORD_FILE, PRIMARY_FILE,
 # PRESTOP_WAIT [90], PRESTOP_INTERVAL [1] seconds between checks.
 if [ -z "${PRESTOP_INNER:-}" ]; then
   # whatever happens below, the hook succeeds

@@ -122,7 +122,7 @@ impl Cluster {
         };
 
         // Config: refused keys keep the running option file.
-        let refused = mycnf::refused_keys(&spec.config);
+        let refused = mycnf::refused_keys(spec.flavor, &spec.config);
         let malformed = mycnf::malformed_entries(&spec.config);
         // The option file the running template names (or, from before option files
         // were content-addressed, the one in the config ConfigMap).
@@ -139,7 +139,7 @@ impl Cluster {
                 problems.push(Problem {
                     reason: "ConfigRefused",
                     message: format!(
-                        "spec.config sets options the hook manages for replication safety: {}; the running configuration is kept",
+                        "spec.config sets options that are not on the allow-list of tuning options (docs/security.md): {}; the running configuration is kept",
                         refused.join(", ")
                     ),
                 });

@@ -21,8 +21,15 @@ pub fn entropy() -> [u8; 32] {
     hooks::credentials::fold_seed(b"mysql-hook test fixtures")
 }
 
+/// The image repositories the fixtures are answered with (`--allowed-images`).
+pub const FIXTURE_ALLOWED_IMAGES: &[&str] = &["registry.example.com/db/mysql", "registry.example.com/tools/aws-cli"];
+
+pub fn allowed_images() -> Vec<String> {
+    FIXTURE_ALLOWED_IMAGES.iter().map(|s| (*s).to_owned()).collect()
+}
+
 pub fn fixture_state() -> State {
-    State::new(Arc::new(|| Some(entropy())), Arc::new(now), 16 * 1024 * 1024)
+    State::new(Arc::new(|| Some(entropy())), Arc::new(now), 16 * 1024 * 1024).with_allowed_images(allowed_images())
 }
 
 /// The path a fixture folder's hook is served at: `backup-sync` is `/backup/sync`.
@@ -61,7 +68,12 @@ fn mounted(request: &Value, cm: &str) -> bool {
 
 /// Runs the core directly, as the HTTP shell does, and encodes the answer.
 pub fn call_core(hook: &str, body: &[u8]) -> Vec<u8> {
-    let ctx = Context { now: now(), entropy: entropy(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned() };
+    let ctx = Context {
+        now: now(),
+        entropy: entropy(),
+        scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(),
+        allowed_images: allowed_images(),
+    };
     let encoded = match hook {
         "backup-sync" => {
             let req = serde_json::from_slice(body).unwrap_or_else(|e| panic!("{e}"));

@@ -4,7 +4,7 @@ the run (also with -q, where test output is captured)."""
 
 import pytest
 
-from dbcluster import Cluster, SetupError, World
+from dbcluster import REPL_PASSWORD, ROOT_PASSWORD, Cluster, SetupError, World, argv_leaks, read_argv_log
 
 REPORT: list[str] = []
 
@@ -25,7 +25,12 @@ def world():
     REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
                   + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
     yield w
+    # Every command line any script executed during the whole run, not only in
+    # test_no_password_on_any_command_line: none may hold a password.
+    records = read_argv_log(w.argv_log)
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
     w.close()
+    assert not leaks, f"{len(leaks)} of {len(records)} recorded execs hold a secret:\n" + "\n".join(leaks[:20])
 
 
 @pytest.fixture

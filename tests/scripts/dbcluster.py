@@ -111,6 +111,94 @@ class SetupError(RuntimeError):
     pass
 
 
+# ------------------------------------------------------------ argv recording
+# Every program a script executes is reached through PATH.  The harness puts a
+# directory in front of PATH that holds, for every executable name found on
+# PATH, a small wrapper that records its command line (the one any
+# `ps`, /proc/<pid>/cmdline or process-exec audit log would show) and its
+# environment (/proc/<pid>/environ: exec keeps the pid, so the wrapper's is the
+# program's) and execs the real program.  Builtins (printf, read, echo) exec
+# nothing and are not recorded: they never reach a command line.
+
+_WRAPPER = """#!/bin/bash
+if [ -n "${ARGV_LOG_DIR:-}" ]; then
+  mapfile -t -d '' __envs < /proc/$$/environ
+  printf '%s\\0' "${ARGV_LOG_TAG:-}" "$#" {name} "$@" "${#__envs[@]}" "${__envs[@]}" \\
+    > "$ARGV_LOG_DIR/$$-$RANDOM$RANDOM" 2>/dev/null
+fi
+exec {real} "$@"
+"""
+
+
+def make_argv_wrappers(wrap_dir: Path, path: str) -> int:
+    """One recording wrapper per executable name on PATH (the first one found
+    wins, as for the shell); returns how many."""
+    wrap_dir.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    for d in path.split(os.pathsep):
+        if not d or not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            real = os.path.join(d, name)
+            if name in seen or not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
+                continue
+            if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+                continue
+            seen.add(name)
+            w = wrap_dir / name
+            w.write_text(_WRAPPER.replace("{name}", name).replace("{real}", real))
+            w.chmod(0o755)
+    return len(seen)
+
+
+def read_argv_log(log_dir: Path, only: set[str] | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """(tag, argv, environment) of every recorded exec; `only`: file names to read."""
+    out = []
+    for f in sorted(log_dir.iterdir()):
+        if only is not None and f.name not in only:
+            continue
+        parts = f.read_bytes().decode("utf-8", "surrogateescape").split("\0")
+        tag, n = parts[0], int(parts[1])
+        m = int(parts[3 + n])
+        out.append((tag, parts[2:3 + n], parts[4 + n:4 + n + m]))
+    return out
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The spellings a password takes in the scripts: as is, as a SQL string
+    literal's body (sql_quote), as an option-file value."""
+    return {secret,
+            secret.replace("\\", "\\\\").replace("'", "''"),
+            secret.replace("\\", "\\\\").replace('"', '\\"')}
+
+
+# Tag suffix of script runs that get the passwords in their environment.
+ENV_MODE_TAG = " (passwords in env)"
+
+# Statements that carry a password, whatever the password is.
+SECRET_SQL = ("IDENTIFIED BY", "MASTER_PASSWORD", "SOURCE_PASSWORD", "PASSWORD(")
+
+
+def argv_leaks(records: list[tuple[str, list[str], list[str]]], secrets: list[str]) -> list[str]:
+    """Human-readable descriptions of every recorded command line that holds
+    a secret or a password-carrying statement, and of every environment that
+    holds a secret."""
+    needles = set().union(*(secret_forms(s) for s in secrets)) | set(SECRET_SQL)
+    bad = []
+    for tag, argv, env in records:
+        line = " ".join(argv)
+        hits = sorted(n for n in needles if n and n.upper() in line.upper())
+        if hits:
+            bad.append(f"{tag}: {argv[0]} holds {hits!r}: {line[:300]!r}")
+        # A script run with the passwords in its environment (not as pods run
+        # it) has them in its own process and in what runs before common.sh is
+        # sourced; ENV_MODE_TAG runs are checked separately.
+        for kv in env if ENV_MODE_TAG not in tag else []:
+            if any(s in kv for s in secrets):
+                bad.append(f"{tag}: {argv[0]} has a password in its environment: {kv.split('=', 1)[0]}")
+    return bad
+
+
 def _die_with_parent():
     """preexec_fn: the server gets SIGKILL when the test process dies, so a
     killed test run leaves no mariadbd behind (Linux prctl PR_SET_PDEATHSIG)."""
@@ -175,6 +263,12 @@ def free_port() -> int:
             _PORTS_GIVEN.add(port)
             return port
     raise SetupError("no free TCP port below the ephemeral range")
+
+
+def secret_file(path: Path, value: str) -> Path:
+    path.write_text(value)
+    path.chmod(0o600)
+    return path
 
 
 def client_cnf(path: Path, user: str, password: str) -> Path:
@@ -353,8 +447,16 @@ class World:
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
         self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
+        # The credentials Secret as pods mount it: one file per key.
+        self.root_password_file = secret_file(self.root / "root-password", ROOT_PASSWORD)
+        self.repl_password_file = secret_file(self.root / "replication-password", REPL_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
+        # every exec of every script goes through a recording wrapper
+        self.argv_log = self.root / "argv-log"
+        self.argv_log.mkdir()
+        self.wrap_dir = self.root / "argv-wrappers"
+        self.wrapped = make_argv_wrappers(self.wrap_dir, os.environ.get("PATH", "/usr/bin:/bin"))
         rendered = hook_mariadb_cnf()
         have = cnf_options(rendered)
         self.added_options = {k: v for k, v in NEEDED_OPTIONS.items() if k not in have}
@@ -363,6 +465,16 @@ class World:
             self.hook_cnf_text += (
                 "\n# tests/scripts: options the scripts need that the hook's my.cnf lacks\n[mysqld]\n"
                 + "".join(f"{k} = {v}\n" for k, v in self.added_options.items()))
+
+    def script_path(self) -> str:
+        """PATH for the scripts: the recording wrappers first."""
+        return f"{self.wrap_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+    def argv_env(self, tag: str) -> dict[str, str]:
+        return {"PATH": self.script_path(), "ARGV_LOG_DIR": str(self.argv_log), "ARGV_LOG_TAG": tag}
+
+    def argv_files(self) -> set[str]:
+        return {f.name for f in self.argv_log.iterdir()}
 
     def server(self, name: str, tag: str = "") -> Server:
         s = Server(self, name, tag)
@@ -405,13 +517,15 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
     """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line."""
     term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
     term.write_text("")
+    tag = name + (ENV_MODE_TAG if env.get("MYSQL_ROOT_PASSWORD") else "")
     full = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        **world.argv_env(tag),
         "HOME": str(world.root),
         "TMPDIR": str(world.root),
         "FLAVOR": "mariadb",
-        "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD,
-        "REPLICATION_PASSWORD": REPL_PASSWORD,
+        # as pods get them: files of the credentials Secret, never the environment
+        "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+        "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
         "TERMINATION_LOG": str(term),
     }
     full.update(env)
@@ -636,9 +750,12 @@ def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
 
 
 def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+    pw_file = c.world.root / c.tag / "probe-root-password"
+    pw_file.parent.mkdir(parents=True, exist_ok=True)
+    pw_file.write_text(c.world_root_password)
+    env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-           "MYSQL_ROOT_PASSWORD": c.world_root_password}
+           "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
     t0 = time.time()

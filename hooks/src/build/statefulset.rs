@@ -132,6 +132,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::config_mount(),
         pod::mount(pod::OPTION_FILE_VOLUME, pod::OPTION_FILE_DIR, true),
         pod::scripts_mount(),
+        pod::credentials_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
@@ -188,6 +189,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             pod::config_volume(c),
             pod::option_file_volume(c),
             pod::scripts_volume(),
+            pod::credentials_volume(c),
             pod::empty_dir("conf"),
             pod::empty_dir("run"),
             pod::empty_dir("tmp"),
@@ -213,6 +215,8 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             ..Default::default()
         }),
         enable_service_links: Some(false),
+        // Nothing in the pod talks to the Kubernetes API.
+        automount_service_account_token: Some(false),
         ..Default::default()
     }
 }
