@@ -2,20 +2,34 @@
 # backup.sh -- Job.  Logical dump plus binary logs into $BACKUP_DIR/$BACKUP_NAME/:
 #   dump.sql       consistent dump (--single-transaction) of every application
 #                  schema with routines, events, triggers and the GTID position
+#   accounts.sql   every user and role with its authentication and grants,
+#                  except root and the replication account (issue 19.2)
 #   binlog/        every binary log file the source still has (raw copies,
 #                  fetched over the replication protocol) for point-in-time
 #                  recovery up to the moment of the backup; a later backup's
 #                  binlog/ covers the time after this one (see restore.sh)
-#   SHA256SUMS     sha256sum -c format, over dump.sql and binlog/*
+#   POSITIONS      "key value" lines: dump-gtid, pitr-from (the earliest
+#                  second a point-in-time restore of this dump may stop at),
+#                  binlogs-until (binlog/ holds every transaction the primary
+#                  committed before this second), binlogs-gtid; seconds are
+#                  Unix times
+#   SHA256SUMS     sha256sum -c format, over everything above
 #   manifest.json  time, source, gtid, sizes, sha256
 #   result.json    the result line
-# Source: the first healthy replica (replicating from PRIMARY, both threads
-# running, lag <= BACKUP_MAX_LAG s) in PODS order, else the primary.
+# Source (issue 19.9): the current primary is the one member that is writable,
+# whatever PRIMARY said when the Job was created (a stale PRIMARY is logged);
+# no writable member, or two, fails the backup.  The source is the first
+# healthy replica of it (both threads running, lag <= BACKUP_MAX_LAG s, no
+# transaction the primary lacks) in PODS order, else the primary.  Before the
+# dump the source must have executed everything the primary had
+# (BACKUP_CATCHUP_TIMEOUT s), and the dump's position must be inside the
+# primary's history, or the backup fails.
 # Written into a hidden .partial directory and renamed when complete;
 # idempotent: if the backup exists already its result is reported again.
 SCRIPT_NAME=backup
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BACKUP_MAX_LAG=${BACKUP_MAX_LAG:-60}
+BACKUP_CATCHUP_TIMEOUT=${BACKUP_CATCHUP_TIMEOUT:-300}
 
 dir=${BACKUP_DIR:-} name=${BACKUP_NAME:-}
 [ -n "$dir" ] && [ -d "$dir" ] || fail bad-env "BACKUP_DIR '$dir' is not a directory"
@@ -28,7 +42,14 @@ if [ -s "$final/result.json" ]; then
 fi
 [ -e "$final" ] && fail exists "$final exists but is incomplete (no result.json); remove it first"
 
-primary=${PRIMARY:-}
+# The current primary, found now: the Job's PRIMARY may be from before a failover.
+current_primary || fail no-primary "$PRIMARY_ERR: the source cannot be proven caught up without the current primary"
+primary=$CURRENT_PRIMARY
+if [ -n "${PRIMARY:-}" ] && [ "$PRIMARY" != "$primary" ]; then
+  log "PRIMARY=$PRIMARY is stale: the current primary is $primary"
+fi
+r_str primary "$primary"
+
 source=""
 for p in "${POD_NAMES[@]}"; do
   [ "$p" = "$primary" ] && continue
@@ -36,21 +57,37 @@ for p in "${POD_NAMES[@]}"; do
   [ "$(sql_is_read_only "$p")" = 1 ] || continue
   sql_replica_status "$p"
   [ "$RS_IO" = Yes ] && [ "$RS_SQL" = Yes ] && [[ $RS_LAG =~ ^[0-9]+$ ]] && (( RS_LAG <= BACKUP_MAX_LAG )) || continue
-  if [ -n "$primary" ] && { [ "$RS_HOST" != "$(pod_host "$primary")" ] || [ "$RS_PORT" != "$(pod_port "$primary")" ]; }; then continue; fi
+  { [ "$RS_HOST" = "$(pod_host "$primary")" ] && [ "$RS_PORT" = "$(pod_port "$primary")" ]; } || continue
+  # the replica first, then the primary: the primary's history only grows
+  e=$(sql_gtid_executed "$p") || continue
+  pe=$(sql_gtid_executed "$primary") || continue
+  if ! gtid_subset "$e" "$pe"; then
+    log "$p holds transactions the primary $primary lacks ($(gtid_subtract "$e" "$pe")): not a source"
+    continue
+  fi
   source=$p; break
 done
-if [ -z "$source" ]; then
-  if [ -n "$primary" ] && reachable "$primary"; then source=$primary
-  else fail no-source "no healthy replica and primary '${primary}' does not answer"; fi
-fi
+[ -n "$source" ] || source=$primary
 r_str source "$source"
-log "backing up from $source"
+log "backing up from $source (primary $primary)"
+
+# catch_up: CLOCK, POS = the primary's clock and position now; the source
+# has executed POS when this returns.
+catch_up() {
+  IFS=$'\t' read -r CLOCK POS < <(sql_clock_position "$primary") || fail no-primary "$primary stopped answering"
+  [[ $CLOCK =~ ^[0-9]+$ ]] || fail no-primary "$primary stopped answering"
+  if [ "$source" != "$primary" ] && ! sql_wait_executed "$source" "$POS" "$BACKUP_CATCHUP_TIMEOUT"; then
+    fail source-behind "$source has not executed the primary $primary's position [$POS] within ${BACKUP_CATCHUP_TIMEOUT}s"
+  fi
+}
 
 work=$dir/.$name.partial
 rm -rf "$work"
 mkdir -p "$work/binlog"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
+catch_up
+t0=$CLOCK x0=$POS
 mapfile -t dbs < <(sql_user_schemas "$source")
 if (( ${#dbs[@]} > 0 )); then
   dump_cmd "$source" "$work/dump.sql" "${dbs[@]}"
@@ -65,17 +102,34 @@ else
                "$( [ -n "$gtid" ] && printf "SET @@GLOBAL.GTID_PURGED='%s';" "$gtid")" > "$work/dump.sql" ;;
   esac
 fi
+accounts_dump "$source" "$work/accounts.sql"
 
+# The dump holds only the primary's history, and at least what it had at t0.
+pe=$(sql_gtid_executed "$primary") || fail no-primary "$primary stopped answering"
+gtid_subset "$gtid" "$pe" ||
+  fail source-diverged "the dump's position [$gtid] on $source holds transactions the primary $primary lacks: $(gtid_subtract "$gtid" "$pe")"
+gtid_ge "$gtid" "$x0" || fail source-behind "the dump's position [$gtid] is behind the primary's [$x0]"
+# Earliest point in time this dump can serve: every transaction it holds was
+# binlogged before that second.  Exactly t0+1 when the dump is no further
+# than what the primary had at t0; else the second after the dump ended.
+catch_up
+if gtid_within "$gtid" "$x0"; then pitr_from=$((t0 + 1)); else pitr_from=$((CLOCK + 1)); fi
+
+# Binary logs: from the source, once it has executed what the primary had now.
+catch_up
+binlogs_until=$CLOCK binlogs_gtid=$POS
 mapfile -t blfiles < <(sql_binlog_files "$source")
 if (( ${#blfiles[@]} > 0 )); then
   binlog_fetch "$source" "$work/binlog" "${blfiles[0]%%$'\t'*}"
 fi
 finished=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+printf 'dump-gtid %s\npitr-from %s\nbinlogs-until %s\nbinlogs-gtid %s\n' \
+  "$gtid" "$pitr_from" "$binlogs_until" "$binlogs_gtid" > "$work/POSITIONS"
 
 # checksums and sizes
 bytes=0 files_json="" binlogs=()
 : > "$work/SHA256SUMS"
-for f in "$work/dump.sql" "$work"/binlog/*; do
+for f in "$work/dump.sql" "$work/accounts.sql" "$work/POSITIONS" "$work"/binlog/*; do
   [ -f "$f" ] || continue
   rel=${f#"$work"/}
   sz=$(stat -c %s "$f"); sum=$(sha256sum "$f"); sum=${sum%% *}
@@ -85,9 +139,10 @@ for f in "$work/dump.sql" "$work"/binlog/*; do
   [[ $rel == binlog/* ]] && binlogs+=("${rel#binlog/}")
 done
 dbs_json="" ; for d in "${dbs[@]}"; do dbs_json+="${dbs_json:+,}\"$(json_esc "$d")\""; done
-printf '{"name":"%s","flavor":"%s","source":"%s","startedAt":"%s","finishedAt":"%s","gtid":"%s","databases":[%s],"bytes":%s,"files":[%s]}\n' \
-  "$(json_esc "$name")" "$FLAVOR" "$(json_esc "$source")" "$started" "$finished" "$(json_esc "$gtid")" \
-  "$dbs_json" "$bytes" "$files_json" > "$work/manifest.json"
+printf '{"name":"%s","flavor":"%s","source":"%s","primary":"%s","startedAt":"%s","finishedAt":"%s","gtid":"%s","pitrFrom":"%s","binlogsUntil":"%s","databases":[%s],"accounts":%s,"bytes":%s,"files":[%s]}\n' \
+  "$(json_esc "$name")" "$FLAVOR" "$(json_esc "$source")" "$(json_esc "$primary")" "$started" "$finished" \
+  "$(json_esc "$gtid")" "$(utc_of "$pitr_from")" "$(utc_of "$binlogs_until")" \
+  "$dbs_json" "$ACCOUNTS" "$bytes" "$files_json" > "$work/manifest.json"
 sum=$(sha256sum "$work/manifest.json"); printf '%s  manifest.json\n' "${sum%% *}" >> "$work/SHA256SUMS"
 # Signed with a key kept outside the store (see sign_backup in common.sh).
 if [ -n "${BACKUP_SIGNING_KEY_FILE:-}" ]; then
@@ -101,7 +156,10 @@ r_raw bytes "$bytes"
 r_str gtid "$gtid"
 r_str startedAt "$started"
 r_str finishedAt "$finished"
+r_str pitrFrom "$(utc_of "$pitr_from")"
+r_str binlogsUntil "$(utc_of "$binlogs_until")"
 r_raw databases "${#dbs[@]}"
+r_raw accounts "$ACCOUNTS"
 r_raw binlogs "${#binlogs[@]}"
 line=$(result_line backed-up)
 printf '%s\n' "$line" > "$work/result.json"

@@ -1214,13 +1214,22 @@ sql_stdin() {
     --connect-timeout="$CONNECT_TIMEOUT" "${extra[@]}" --max-allowed-packet=1G -N -B
 }
 # Restore bookkeeping on a fresh server: empty the GTID history before loading.
-# MySQL: RESET BINARY LOGS AND GTIDS (RM 15.4.1.2); the dump itself then sets
+# MySQL: RESET BINARY LOGS AND GTIDS (8.2 and later, RM 15.4.1.2), RESET MASTER
+#   before 8.2 (8.0 RM 13.4.1.2; removed in 8.4); the dump itself then sets
 #   gtid_purged.  MariaDB: RESET MASTER.
 sql_reset_gtid_history() {
   case $FLAVOR in
-    mysql)   sql "$1" "RESET BINARY LOGS AND GTIDS" ;;
+    mysql)   sql "$1" "$(mysql_reset_statement "$(sql "$1" "SELECT VERSION()")")" ;;
     mariadb) sql "$1" "RESET MASTER; SET GLOBAL gtid_slave_pos=''" ;;
   esac
+}
+# mysql_reset_statement VERSION: the statement that empties binary logs and
+# GTID history on that MySQL version (issue 19.11).  Pure.
+mysql_reset_statement() {
+  local v=$1 major minor
+  [[ $v =~ ^([0-9]+)\.([0-9]+) ]] || { printf 'RESET BINARY LOGS AND GTIDS'; return 0; }
+  major=${BASH_REMATCH[1]} minor=${BASH_REMATCH[2]}
+  if (( major < 8 || (major == 8 && minor < 2) )); then printf 'RESET MASTER'; else printf 'RESET BINARY LOGS AND GTIDS'; fi
 }
 # After loading a dump taken at GTID position G: record G as executed.
 # MySQL: nothing, the dump's SET @@GLOBAL.GTID_PURGED did it (RM 19.1.6.5).
@@ -1277,3 +1286,176 @@ signature_ok() {
 # Statement that keeps a session's own writes out of the binary log.
 # MySQL: SET SESSION sql_log_bin (RM 19.1.6.4, sysvar_sql_log_bin). MariaDB: same.
 SQL_NO_BINLOG="SET SESSION sql_log_bin=0;"
+
+# ================================================================ backups
+# What a backup must prove before it is written and a restore before it loads:
+# the source holds every transaction of the current primary up to a known
+# moment (issue 19.9), and the binary logs replayed are contiguous from the
+# dump's position to the point in time (issue 19.1).
+
+# sql_clock_position POD: "<unix seconds><TAB><position>", read in one
+# statement: every transaction POD had binlogged when that second began is
+# inside the position.
+# MySQL: UNIX_TIMESTAMP(), gtid_executed (RM 19.1.6.5).
+# MariaDB: UNIX_TIMESTAMP(), gtid_binlog_pos.
+sql_clock_position() {
+  case $FLAVOR in
+    mysql)   sql "$1" "SELECT UNIX_TIMESTAMP(), REPLACE(@@global.gtid_executed, '\n', '')" ;;
+    mariadb) sql "$1" "SELECT UNIX_TIMESTAMP(), @@global.gtid_binlog_pos" ;;
+  esac
+}
+# current_primary: CURRENT_PRIMARY = the one member that answers and is
+# writable; returns 1 (CURRENT_PRIMARY empty, PRIMARY_ERR set) when none or
+# more than one is.
+current_primary() {
+  local p ro
+  local -a writable=()
+  CURRENT_PRIMARY="" PRIMARY_ERR=""
+  for p in "${POD_NAMES[@]}"; do
+    ro=$(sql_is_read_only "$p" 2>/dev/null) || continue
+    [ "$ro" = 0 ] && writable+=("$p")
+  done
+  case ${#writable[@]} in
+    1) CURRENT_PRIMARY=${writable[0]} ;;
+    0) PRIMARY_ERR="no member is a writable primary" ; return 1 ;;
+    *) PRIMARY_ERR="more than one member is writable: ${writable[*]}"; return 1 ;;
+  esac
+}
+# binlog_number FILE: the sequence number of a binary log file name
+# (binlog.000012 -> 12); returns 1 for another shape.  Pure.
+binlog_number() {
+  local n=${1##*.}
+  [[ $n =~ ^[0-9]+$ ]] || return 1
+  printf '%d' "$((10#$n))"
+}
+# binlog_start_state FILE: the GTIDs the server had binlogged before FILE
+# began, read from FILE's header.
+# MySQL: the Previous_gtids event (mysqlbinlog prints "Previous-GTIDs" and the
+#   set on the following "# " lines).
+# MariaDB: the Gtid_list event ("Gtid list [d-s-n,...]"), the binlog state.
+binlog_start_state() {
+  local line out="" prev=0
+  while IFS= read -r line; do
+    case $FLAVOR in
+      mariadb)
+        if [[ $line =~ Gtid\ list\ \[([^]]*)\] ]]; then printf '%s' "${BASH_REMATCH[1]}"; return 0; fi ;;
+      mysql)
+        if [[ $line == *Previous-GTIDs* ]]; then prev=1; continue; fi
+        if (( prev )); then
+          [[ $line == '# at '* || $line != '# '* ]] && { printf '%s' "${out//[[:space:]]/}"; return 0; }
+          out+=${line#\# }
+        fi ;;
+    esac
+  done < <("$BINLOG" --stop-position=4096 "$1" 2>/dev/null)
+  (( prev )) && { printf '%s' "${out//[[:space:]]/}"; return 0; }
+  return 1
+}
+# gtid_within START POS: every transaction of the state START is inside the
+# position POS (a binary log that began at START can continue a dump taken
+# at POS).  MySQL: START subset of POS.  MariaDB: per domain, START's
+# sequence numbers are at most POS's (strict mode: one increasing sequence
+# per domain).  Pure.
+gtid_within() {
+  case $FLAVOR in
+    mysql)   mysql_gtid_subset "$1" "$2" ;;
+    mariadb) mdb_pos_ge "$2" "$(mdb_pos_max "$1" "")" ;;
+  esac
+}
+# epoch_of 'YYYY-MM-DD HH:MM:SS' (UTC) / utc_of EPOCH: conversions.
+epoch_of() { TZ=UTC date -d "$1" +%s; }
+utc_of() { TZ=UTC date -d "@$1" '+%Y-%m-%d %H:%M:%S'; }
+# read_positions DIR: POS_<key> variables from DIR/POSITIONS ("key value"
+# lines, written by backup.sh); returns 1 when the file is missing.
+read_positions() {
+  local k v
+  POS_DUMP_GTID="" POS_PITR_FROM="" POS_BINLOGS_UNTIL="" POS_BINLOGS_GTID=""
+  [ -r "$1/POSITIONS" ] || return 1
+  while read -r k v; do
+    case $k in
+      dump-gtid) POS_DUMP_GTID=$v ;;
+      pitr-from) POS_PITR_FROM=$v ;;
+      binlogs-until) POS_BINLOGS_UNTIL=$v ;;
+      binlogs-gtid) POS_BINLOGS_GTID=$v ;;
+    esac
+  done < "$1/POSITIONS"
+}
+# binlog_continuity DUMP_GTID FILE...: the files (sorted by name) continue the
+# dump at DUMP_GTID without a hole: the first began at or before the dump's
+# position, each next one is the next number of the same server's sequence
+# and began no earlier than the one before.  Sets CONT_ERR naming the missing
+# range and returns 1 otherwise.
+binlog_continuity() {
+  local g=$1 f prev="" n s ps=""
+  shift
+  CONT_ERR=""
+  for f in "$@"; do
+    s=$(binlog_start_state "$f") || { CONT_ERR="${f##*/}: no GTID header (not a binary log?)"; return 1; }
+    n=$(binlog_number "${f##*/}") || { CONT_ERR="${f##*/}: not a binary log file name"; return 1; }
+    if [ -z "$prev" ]; then
+      if ! gtid_within "$s" "$g"; then
+        CONT_ERR="the binary logs begin at [$s] (${f##*/}), after the dump's position [$g]: the transactions after [$g] up to [$s] are missing"
+        return 1
+      fi
+    else
+      if [ "${f%.*}" != "${prev%.*}" ] || (( n != $(binlog_number "${prev##*/}") + 1 )) || ! gtid_within "$ps" "$s"; then
+        CONT_ERR="binary logs missing between ${prev##*/} and ${f##*/}: the transactions after those of ${prev##*/} (which began at [$ps]) up to [$s] are not there"
+        return 1
+      fi
+    fi
+    prev=$f ps=$s
+  done
+  return 0
+}
+
+# Accounts a backup carries (issue 19.2): every user and role except the
+# operator's own (root, the replication account, which every new cluster
+# creates itself) and the server's built-in ones.  Rows: the quoted account
+# name, TAB, 1 for a role.
+# MySQL: mysql.user (RM 8.2.3, grant tables); a role is a locked account there,
+#   created with CREATE USER like any other.
+# MariaDB: mysql.user with is_role (a role has no host; PUBLIC is built in).
+sql_backup_accounts() {
+  local u="CONCAT('\`', REPLACE(user, '\`', '\`\`'), '\`')"
+  local uh="CONCAT($u, '@\`', REPLACE(host, '\`', '\`\`'), '\`')"
+  case $FLAVOR in
+    mysql) sql "$1" "SELECT $uh, 0 FROM mysql.user
+      WHERE user NOT IN ('root', '$REPL_USER', 'mysql.sys', 'mysql.session', 'mysql.infoschema', '')
+      ORDER BY user, host" ;;
+    mariadb) sql "$1" "SELECT IF(is_role = 'Y', $u, $uh), IF(is_role = 'Y', 1, 0) FROM mysql.user
+      WHERE user NOT IN ('root', '$REPL_USER', 'mariadb.sys', 'PUBLIC', '')
+      ORDER BY is_role DESC, user, host" ;;
+  esac
+}
+# accounts_dump POD FILE: the statements that recreate those accounts with
+# their authentication and grants: first every account (dropped if it exists,
+# so a rerun after a crash starts clean), then every grant (roles exist by
+# then), written to FILE.
+# MySQL: SHOW CREATE USER (RM 15.7.7.13; print_identified_with_as_hex so a
+#   binary hash survives as text, 8.0.17+), SHOW GRANTS (RM 15.7.7.23).
+# MariaDB: roles: CREATE ROLE; users: SHOW CREATE USER; both: SHOW GRANTS
+#   (which ends with SET DEFAULT ROLE where one is set).
+accounts_dump() {
+  local pod=$1 out=$2 acct role line pre=""
+  local -a accts=() roles=()
+  [ "$FLAVOR" = mysql ] && pre="SET SESSION print_identified_with_as_hex=ON;"
+  while IFS=$'\t' read -r acct role; do
+    [ -n "$acct" ] && accts+=("$acct") roles+=("$role")
+  done < <(sql_backup_accounts "$pod")
+  {
+    printf -- '-- accounts of %s (not root, not %s), written by backup.sh\n' "$pod" "$REPL_USER"
+    local i
+    for i in "${!accts[@]}"; do
+      acct=${accts[i]}
+      if [ "${roles[i]}" = 1 ]; then
+        printf 'DROP ROLE IF EXISTS %s;\nCREATE ROLE %s;\n' "$acct" "$acct"
+      else
+        printf 'DROP USER IF EXISTS %s;\n' "$acct"
+        sql "$pod" "$pre SHOW CREATE USER $acct" | while IFS= read -r line; do printf '%s;\n' "$line"; done
+      fi
+    done
+    for acct in "${accts[@]}"; do
+      sql "$pod" "SHOW GRANTS FOR $acct" | while IFS= read -r line; do printf '%s;\n' "$line"; done
+    done
+  } > "$out"
+  ACCOUNTS=${#accts[@]}
+}

@@ -7,6 +7,16 @@
 # time wanted; default RESTORE_FROM itself).
 # Granularity: one second (--stop-datetime); a transaction whose first event
 # is at or after RESTORE_UNTIL is not applied.
+# Before anything is loaded a point-in-time restore proves (issues 19.1,
+# 19.10) from the backups' POSITIONS and the binary logs' own headers that
+#   - RESTORE_UNTIL is not before the dump (its pitr-from): else
+#     `before-backup`, naming the dump's time;
+#   - the binary logs hold every transaction up to RESTORE_UNTIL (their
+#     binlogs-until): else `binlog-gap`, naming the range nobody has;
+#   - the binary logs are contiguous from the dump's position on: the first
+#     began at or before it, each next one is the next file of the same
+#     sequence: else `binlog-gap`, naming the missing range.
+# Accounts (accounts.sql) are loaded after the dump, without the binary log.
 # Every GTID keeps its identity: the restored server continues the source's
 # GTID history, so every member of the new cluster restored from the same
 # backup to the same point can replicate from whichever becomes primary.
@@ -47,6 +57,28 @@ if [ -n "$until" ] && [ "$binfrom" != "$from" ]; then
   ( cd "$binfrom" && sha256sum -c --quiet SHA256SUMS ) >&2 || fail corrupt "checksum mismatch in $binfrom"
 fi
 
+# A point in time must be provably inside what the dump and the binary logs
+# hold: checked before anything is loaded.
+g=$(dump_gtid "$from/dump.sql")
+files=()
+if [ -n "$until" ]; then
+  t_until=$(epoch_of "$until")
+  read_positions "$from" ||
+    fail cannot-prove "$from has no POSITIONS (written by an older mysql-hook): the dump's time is unknown, a point in time cannot be proven; restore it without pointInTime"
+  pitr_from=$POS_PITR_FROM
+  (( t_until >= pitr_from )) ||
+    fail before-backup "$from holds transactions up to $(utc_of $((pitr_from - 1))) UTC, later than $until: restore an older backup, with binlogsFrom naming this one"
+  read_positions "$binfrom" ||
+    fail cannot-prove "$binfrom has no POSITIONS (written by an older mysql-hook): how far its binary logs reach is unknown"
+  (( t_until <= POS_BINLOGS_UNTIL )) ||
+    fail binlog-gap "the binary logs of $binfrom reach $(utc_of "$POS_BINLOGS_UNTIL") UTC; the transactions from then up to $until are in no backup: restore with binlogsFrom naming a later backup"
+  gtid_ge "$POS_BINLOGS_GTID" "$g" ||
+    fail binlog-gap "the binary logs of $binfrom end at [$POS_BINLOGS_GTID], before the dump's position [$g]: not a later backup of the same history"
+  for f in "$binfrom"/binlog/*; do [ -f "$f" ] && files+=("$f"); done
+  (( ${#files[@]} > 0 )) || fail binlog-gap "no binary logs in $binfrom/binlog: the transactions after [$g] up to $until are missing"
+  binlog_continuity "$g" "${files[@]}" || fail binlog-gap "$CONT_ERR"
+fi
+
 # earlier run?
 marker=""
 if [ -n "$(sql "$target" "SELECT 1 FROM information_schema.tables WHERE table_schema='_mysqlhook' AND table_name='restore'")" ]; then
@@ -77,15 +109,15 @@ sql "$target" "$SQL_NO_BINLOG
 
 log "loading $from/dump.sql"
 { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/dump.sql"; } | SQL_TIMEOUT=${LOAD_TIMEOUT:-7200} sql_stdin "$target"
-g=$(dump_gtid "$from/dump.sql")
+if [ -f "$from/accounts.sql" ]; then
+  log "loading $from/accounts.sql"
+  { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/accounts.sql"; } | sql_stdin "$target"
+fi
 sql_set_restored_position "$target" "$g"
 r_str backupGtid "$g"
 
 pitr=false
 if [ -n "$until" ]; then
-  files=()
-  for f in "$binfrom"/binlog/*; do [ -f "$f" ] && files+=("$f"); done
-  (( ${#files[@]} > 0 )) || fail no-binlogs "no binary logs in $binfrom/binlog"
   log "replaying ${#files[@]} binary log file(s) after [$g] until $until UTC"
   binlog_replay "$target" "$g" "$until" "${files[@]}"
   pitr=true

@@ -314,3 +314,36 @@ def test_mariadb_relay_log_parse():
     assert r == "0-1-6||", r
     assert out("mariadb", "next_relay_file relay-bin.000009") == "relay-bin.000010"
     assert out("mariadb", "next_relay_file relay-bin.999999") == "relay-bin.1000000"
+
+
+# ------------------------------------------------------------ backups (issue 19)
+
+@pytest.mark.parametrize("version,stmt", [
+    ("8.0.40", "RESET MASTER"), ("8.0.40-log", "RESET MASTER"), ("8.1.0", "RESET MASTER"),
+    ("8.2.0", "RESET BINARY LOGS AND GTIDS"), ("8.4.3", "RESET BINARY LOGS AND GTIDS"),
+    ("9.1.0", "RESET BINARY LOGS AND GTIDS"), ("5.7.44", "RESET MASTER"),
+])
+def test_mysql_reset_statement_follows_the_version(version, stmt):
+    """Issue 19.11: RESET BINARY LOGS AND GTIDS exists from 8.2 only; 8.0
+    and 8.1 know RESET MASTER (removed in 8.4)."""
+    assert out("mysql", f"mysql_reset_statement '{version}'") == stmt
+
+
+@pytest.mark.parametrize("flavor,start,pos,within", [
+    ("mariadb", "", "0-1-5", True),
+    ("mariadb", "0-1-5", "0-1-5", True),
+    ("mariadb", "0-1-3,0-2-5", "0-2-5", True),
+    ("mariadb", "0-1-6", "0-1-5", False),
+    ("mariadb", "0-1-5,1-1-2", "0-1-9", False),   # a domain the dump lacks
+    ("mysql", f"{U1}:1-5", f"{U1}:1-9", True),
+    ("mysql", f"{U1}:1-10", f"{U1}:1-9", False),
+    ("mysql", "", f"{U1}:1-9", True),
+])
+def test_gtid_within(flavor, start, pos, within):
+    """A binary log that began at START continues a dump at POS."""
+    assert ok(flavor, f"gtid_within '{start}' '{pos}'") is within
+
+
+def test_binlog_number():
+    assert out("mariadb", "binlog_number binlog.000012") == "12"
+    assert sh("mariadb", "binlog_number binlog.x").returncode != 0

@@ -521,7 +521,8 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
         assert pr2.rc == 0 and pr2.line == pr.line
         assert rows(fresh2) == got
         # a server with data of its own is refused
-        other = dict(penv, RESTORE_FROM=str(bdir / "full-2"))
+        other = {k: v for k, v in penv.items() if k not in ("RESTORE_BINLOGS_FROM", "RESTORE_UNTIL")}
+        other["RESTORE_FROM"] = str(bdir / "full-2")
         pr3 = run_script("restore.sh", world, other)
         assert pr3.rc != 0 and pr3.json["reason"] == "target-not-empty", pr3
     finally:
@@ -584,7 +585,7 @@ def test_no_password_on_any_command_line(world, request):
         fresh = world.server("db-0", request.node.name + "-restore")
         fresh.initialize()
         fresh.start()
-        until = (_utc_now() + datetime.timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+        until = r.json["binlogsUntil"]   # as far as b2's binary logs are proven to reach
         r = run_script("restore.sh", world, {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0",
                                              "RESTORE_FROM": str(bdir / "b1"),
                                              "RESTORE_BINLOGS_FROM": str(bdir / "b2"), "RESTORE_UNTIL": until})

@@ -1,0 +1,312 @@
+"""Backups that restore what was acknowledged (issue 19), against real MariaDB
+servers: the source of a backup is proven caught up with the current primary,
+a point-in-time restore proves the binary logs continuous and the point
+inside them or refuses before loading anything, accounts survive.
+"""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from conftest import REPORT
+from dbcluster import APP_PASSWORD, Cluster, Server, World, rows, run_script, wait_for
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def fresh(world: World, tag: str) -> Server:
+    """An empty server as a new cluster's pod has it, started."""
+    s = world.server("db-0", tag)
+    s.initialize()
+    s.start()
+    return s
+
+
+def restore(world: World, target: Server, backup: Path, **env) -> "object":
+    e = {"PODS": f"db-0={target.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(backup)}
+    e.update({k: str(v) for k, v in env.items()})
+    return run_script("restore.sh", world, e)
+
+
+def is_empty(s: Server) -> bool:
+    return s.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='hook'") == "0"
+
+
+def insert(p: Server, lo: int, hi: int, tag: str):
+    for i in range(lo, hi):
+        p.query(f"INSERT INTO hook.t VALUES ({i}, '{tag}', @@server_id, NOW(6))", user="app")
+
+
+def next_second(pause: float = 0.3) -> datetime.datetime:
+    """Sleep into the next whole second (+pause); returns that second."""
+    now = utc_now()
+    t = (now + datetime.timedelta(seconds=1)).replace(microsecond=0)
+    time.sleep((t - now).total_seconds() + pause)
+    return t
+
+
+def fmt(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def backup(c: Cluster, bdir: Path, name: str, **env):
+    r = c.run("backup.sh", BACKUP_DIR=bdir, BACKUP_NAME=name, **env)
+    assert r.rc == 0 and r.json["result"] == "backed-up", r
+    return r
+
+
+def bdir_of(c: Cluster) -> Path:
+    d = c.world.root / c.tag / "backups"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+# ------------------------------------------------------------ 19.1, 19.10
+
+def test_pitr_refuses_binlogs_that_do_not_reach_back_to_the_dump(cluster, world, request):
+    """The later backup's binary logs were purged past the earlier dump: the
+    transactions in between are in no file.  The restore fails naming that
+    range, before anything is loaded (it used to replay what it found and
+    report success)."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 51, "A")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    r1 = backup(cluster, bdir, "full-1", PRIMARY="db-0")
+    insert(p, 51, 101, "B")             # only in the purged binary logs
+    cluster.wait_synced(p)
+    for s in cluster.servers:           # expiry ran everywhere
+        s.query("FLUSH BINARY LOGS")
+        last = s.query("SHOW BINARY LOGS")[-1][0]
+        s.query(f"PURGE BINARY LOGS TO '{last}'")
+    insert(p, 101, 151, "C")
+    t = next_second()
+    cluster.wait_synced(p)
+    backup(cluster, bdir, "full-2", PRIMARY="db-0")
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        rr = restore(world, target, bdir / "full-1", RESTORE_BINLOGS_FROM=bdir / "full-2", RESTORE_UNTIL=fmt(t))
+        assert rr.rc != 0 and rr.json["reason"] == "binlog-gap", rr
+        msg = rr.json["message"]
+        assert r1.json["gtid"] in msg and "missing" in msg, msg
+        assert is_empty(target), "nothing may be loaded before continuity is proven"
+        REPORT.append(f"pitr gap: refused before loading: {msg[:160]}")
+    finally:
+        target.kill()
+
+
+def test_pitr_refuses_a_point_outside_the_backups(cluster, world, request):
+    """A point after what the binary logs hold (binlog-gap, naming the range)
+    or before the dump (before-backup, naming the dump's time) is refused
+    before loading; a point inside is restored exactly."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 21, "A")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    t_before = next_second()
+    insert(p, 21, 41, "B")
+    cluster.wait_synced(p)
+    r1 = backup(cluster, bdir, "b1", PRIMARY="db-0")
+    t_inside = next_second()
+    insert(p, 41, 61, "C")
+    cluster.wait_synced(p)
+    r2 = backup(cluster, bdir, "b2", PRIMARY="db-0")
+    t_after = next_second(1.2)
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        after = restore(world, target, bdir / "b1", RESTORE_BINLOGS_FROM=bdir / "b2", RESTORE_UNTIL=fmt(t_after))
+        assert after.rc != 0 and after.json["reason"] == "binlog-gap", after
+        assert fmt(t_after) in after.json["message"] and r2.json["binlogsUntil"] in after.json["message"], after
+        before = restore(world, target, bdir / "b1", RESTORE_UNTIL=fmt(t_before))
+        assert before.rc != 0 and before.json["reason"] == "before-backup", before
+        assert is_empty(target)
+        ok = restore(world, target, bdir / "b1", RESTORE_BINLOGS_FROM=bdir / "b2", RESTORE_UNTIL=fmt(t_inside))
+        assert ok.rc == 0 and ok.json["pitr"] is True, ok
+        assert rows(target) == set(range(1, 41))
+        REPORT.append(f"pitr bounds: b1 serves [{r1.json['pitrFrom']}, {r1.json['binlogsUntil']}], "
+                      f"b2 binlogs until {r2.json['binlogsUntil']}: after -> {after.json['reason']}, "
+                      f"before -> {before.json['reason']}, inside -> {len(rows(target))} rows")
+    finally:
+        target.kill()
+
+
+class StampedWriter(threading.Thread):
+    """Inserts numbered rows, one client per INSERT, recording when each was
+    sent and when it was acknowledged (OK returned)."""
+
+    def __init__(self, target: Server, start: int, seconds: float):
+        super().__init__(daemon=True)
+        self.target, self.n, self.seconds = target, start, seconds
+        self.sent: dict[int, datetime.datetime] = {}
+        self.acked: dict[int, datetime.datetime] = {}
+        self.stop_flag = threading.Event()
+
+    def run(self):
+        end = time.time() + self.seconds
+        while not self.stop_flag.is_set() and time.time() < end:
+            n = self.n
+            self.n += 1
+            self.sent[n] = utc_now()
+            r = subprocess.run(self.target.client_args("app") + [
+                "-e", f"INSERT INTO hook.t VALUES ({n}, 'w', @@server_id, NOW(6))"], capture_output=True)
+            if r.returncode == 0:
+                self.acked[n] = utc_now()
+
+
+def test_pitr_at_a_chosen_second_under_a_write_stream(cluster, world, request):
+    """Done-when of issue 19: a backup, a stream of acknowledged writes, a
+    second backup, and a restore of the first to a chosen second: every row
+    acknowledged before that second is there, no row sent at or after it."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 11, "A")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    backup(cluster, bdir, "base", PRIMARY="db-0")
+    w = StampedWriter(p, 1000, 12)
+    w.start()
+    time.sleep(5)
+    chosen = next_second(0)
+    w.join(30)
+    cluster.wait_synced(p)
+    backup(cluster, bdir, "later", PRIMARY="db-0")
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        rr = restore(world, target, bdir / "base", RESTORE_BINLOGS_FROM=bdir / "later", RESTORE_UNTIL=fmt(chosen))
+        assert rr.rc == 0 and rr.json["pitr"] is True, rr
+        got = rows(target)
+        acked_before = {n for n, t in w.acked.items() if t < chosen}
+        sent_after = {n for n, t in w.sent.items() if t >= chosen}
+        lost = acked_before - got
+        extra = got & sent_after
+        REPORT.append(f"pitr under writes: chosen {fmt(chosen)} UTC; {len(acked_before)} rows acknowledged before, "
+                      f"{len(lost)} lost; {len(sent_after)} sent after, {len(extra)} restored; restore {rr.seconds:.1f}s")
+        assert len(acked_before) > 20 and len(sent_after) > 20, (len(acked_before), len(sent_after))
+        assert not lost, sorted(lost)[:20]
+        assert not extra, sorted(extra)[:20]
+    finally:
+        target.kill()
+
+
+# ------------------------------------------------------------ 19.9
+
+def demote(c: Cluster, old: str, new: str):
+    """A role change done by hand: `new` becomes the writable primary, the
+    others replicate from it, `old` is left read-only and not replicating."""
+    o, n = c[old], c[new]
+    c.wait_synced(o)
+    o.query("SET GLOBAL read_only=ON; SET GLOBAL rpl_semi_sync_master_enabled=OFF")
+    n.query("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL rpl_semi_sync_master_enabled=ON; SET GLOBAL read_only=OFF")
+    o.query("STOP SLAVE; RESET SLAVE ALL")
+    for s in c.servers:
+        if s.name in (old, new):
+            continue
+        s.query(f"STOP SLAVE; CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={n.port}, "
+                "MASTER_USE_GTID=slave_pos; START SLAVE")
+        wait_for(lambda: s.replicating_from(n), what=f"{s.name} replicating from {new}")
+
+
+def test_backup_follows_the_current_primary_not_a_stale_one(cluster, world, request):
+    """The Job was created with PRIMARY=db-0; db-1 took over since and
+    acknowledged more writes, and db-0 holds an errant transaction.  The
+    backup reads from a replica of db-1 and holds db-1's writes, never db-0's
+    (it used to fall back to the stale, diverged db-0)."""
+    cluster.bootstrap()
+    insert(cluster["db-0"], 1, 11, "A")
+    demote(cluster, "db-0", "db-1")
+    insert(cluster["db-1"], 11, 21, "B")
+    cluster["db-0"].query("INSERT INTO hook.t VALUES (9999, 'errant', @@server_id, NOW(6))")
+    cluster.wait_synced(cluster["db-1"])
+    bdir = bdir_of(cluster)
+    r = backup(cluster, bdir, "b", PRIMARY="db-0")
+    assert r.json["primary"] == "db-1" and r.json["source"] == "db-2", r
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        rr = restore(world, target, bdir / "b")
+        assert rr.rc == 0, rr
+        assert rows(target) == set(range(1, 21))
+    finally:
+        target.kill()
+    # Only the diverged old primary besides the new primary, which is gone:
+    # no writable member, so no backup.
+    cluster["db-1"].kill()
+    cluster["db-2"].kill()
+    r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="stale")
+    assert r2.rc != 0 and r2.json["reason"] == "no-primary", r2
+    assert not (bdir / "stale").exists()
+    REPORT.append(f"stale PRIMARY: backup read {r.json['source']} of primary {r.json['primary']}; "
+                  f"with no writable member: {r2.json['reason']}")
+
+
+def test_backup_refuses_errant_and_lagging_sources(cluster):
+    """A replica with a transaction of its own is never the source; a source
+    that cannot catch up with the primary fails the backup."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 11, "A")
+    cluster.wait_synced(p)
+    cluster["db-1"].query("INSERT INTO hook.t VALUES (777, 'errant', @@server_id, NOW(6))")
+    bdir = bdir_of(cluster)
+    r = backup(cluster, bdir, "b1", PRIMARY="db-0")
+    assert r.json["source"] == "db-2", r
+    # db-2 now applies 30 s behind (SQL thread delayed; lag stays under the
+    # 60 s limit at first), and is the only replica left to choose from.
+    d2 = cluster["db-2"]
+    d2.query("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY=30; START SLAVE")
+    wait_for(lambda: d2.replicating_from(p), what="db-2 replicating")
+    insert(p, 11, 21, "B")
+    r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b2",
+                     PODS=f"db-2={d2.addr} db-0={p.addr}", BACKUP_CATCHUP_TIMEOUT=3)
+    assert r2.rc != 0 and r2.json["reason"] == "source-behind", r2
+    assert not (bdir / "b2").exists()
+    d2.query("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY=0; START SLAVE")
+    REPORT.append(f"sources: errant db-1 skipped (read {r.json['source']}); delayed db-2: {r2.json['reason']}")
+
+
+# ------------------------------------------------------------ 19.2
+
+def test_accounts_survive_backup_and_restore(cluster, world, request):
+    """Application users, roles and grants come back after a restore; root's
+    and the replication account's do not travel."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    p.query("CREATE ROLE reader; GRANT SELECT ON hook.* TO reader;"
+            "CREATE USER 'report'@'10.%' IDENTIFIED BY 'rep''pw'; GRANT reader TO 'report'@'10.%';"
+            "SET DEFAULT ROLE reader FOR 'report'@'10.%';"
+            "GRANT PROCESS ON *.* TO 'report'@'10.%';"
+            "CREATE USER 'we`ird'@'%' IDENTIFIED BY 'x'; GRANT INSERT ON hook.t TO 'we`ird'@'%' WITH GRANT OPTION")
+    insert(p, 1, 6, "A")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    r = backup(cluster, bdir, "b", PRIMARY="db-0")
+    assert r.json["accounts"] == 4, r   # app, report, we`ird, reader
+    text = (bdir / "b" / "accounts.sql").read_text()
+    assert "`root`" not in text and "`repl`" not in text, text
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        rr = restore(world, target, bdir / "b")
+        assert rr.rc == 0, rr
+
+        def grants(s: Server, acct: str) -> list[str]:
+            return sorted(x[0] for x in s.query(f"SHOW GRANTS FOR {acct}"))
+
+        for acct in ("'app'@'%'", "'report'@'10.%'", "reader", "'we`ird'@'%'"):
+            assert grants(target, acct) == grants(p, acct), acct
+        # the application logs in with its own password
+        assert target.value("SELECT COUNT(*) FROM hook.t", user="app") == "5"
+        # root is the new cluster's own (init.sh), not the backup's
+        assert target.value("SELECT COUNT(*) FROM mysql.user WHERE user='repl'") == "0"
+        rr2 = restore(world, target, bdir / "b")
+        assert rr2.rc == 0 and rr2.line == rr.line
+        REPORT.append(f"accounts: {r.json['accounts']} accounts restored with equal grants; app logs in "
+                      f"({APP_PASSWORD!r} unchanged)")
+    finally:
+        target.kill()
