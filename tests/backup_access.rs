@@ -84,7 +84,7 @@ fn no_pod_gets_a_whole_secret_and_uploaders_get_only_the_s3_keys() {
                 .flatten()
                 .filter_map(|e| e["valueFrom"]["secretKeyRef"]["key"].as_str())
                 .collect();
-            if name == "upload" || name == "download" {
+            if name == "upload" || name == "download" || name == "check" {
                 uploaders += 1;
                 assert_eq!(
                     secret_keys,

@@ -13,6 +13,9 @@
 #                  binlogs-until (binlog/ holds every transaction the primary
 #                  committed before this second), binlogs-gtid; seconds are
 #                  Unix times
+#   OWNER          one line, BACKUP_OWNER (set by the hook: "<kind>
+#                  <namespace>/<name> <uid>"): retention removes only backups
+#                  whose OWNER is exactly its RETENTION_OWNER (issue 19.8)
 #   SHA256SUMS     sha256sum -c format, over everything above
 #   manifest.json  time, source, gtid, sizes, sha256
 #   result.json    the result line
@@ -26,6 +29,10 @@
 # primary's history, or the backup fails.
 # Written into a hidden .partial directory and renamed when complete;
 # idempotent: if the backup exists already its result is reported again.
+# Retention (KEEP and RETENTION_OWNER set, a store mounted at BACKUP_DIR):
+# after a successful backup, all but the newest KEEP complete backups (with
+# result.json) of that OWNER in BACKUP_DIR are removed (result.json first),
+# and the partial folders of that owner's earlier attempts.
 SCRIPT_NAME=backup
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 BACKUP_MAX_LAG=${BACKUP_MAX_LAG:-60}
@@ -84,6 +91,7 @@ catch_up() {
 work=$dir/.$name.partial
 rm -rf "$work"
 mkdir -p "$work/binlog"
+printf '%s\n' "${BACKUP_OWNER:-}" > "$work/OWNER"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
 catch_up
@@ -129,7 +137,7 @@ printf 'dump-gtid %s\npitr-from %s\nbinlogs-until %s\nbinlogs-gtid %s\n' \
 # checksums and sizes
 bytes=0 files_json="" binlogs=()
 : > "$work/SHA256SUMS"
-for f in "$work/dump.sql" "$work/accounts.sql" "$work/POSITIONS" "$work"/binlog/*; do
+for f in "$work/dump.sql" "$work/accounts.sql" "$work/POSITIONS" "$work/OWNER" "$work"/binlog/*; do
   [ -f "$f" ] || continue
   rel=${f#"$work"/}
   sz=$(stat -c %s "$f"); sum=$(sha256sum "$f"); sum=${sum%% *}
@@ -165,4 +173,23 @@ line=$(result_line backed-up)
 printf '%s\n' "$line" > "$work/result.json"
 sync "$work" 2>/dev/null || sync
 mv "$work" "$final"
+prune_dir() {
+  local d owner
+  [ -n "${KEEP:-}" ] && [ -n "${RETENTION_OWNER:-}" ] || return 0
+  [[ $KEEP =~ ^[1-9][0-9]*$ ]] || { log "KEEP '$KEEP' is not a positive number: nothing pruned"; return 0; }
+  for d in "$dir"/* "$dir"/.*.partial; do
+    [ -d "$d" ] && [ -r "$d/OWNER" ] || continue
+    IFS= read -r owner < "$d/OWNER" || true
+    [ "$owner" = "$RETENTION_OWNER" ] || continue
+    if [[ ${d##*/} == .*.partial ]]; then
+      log "removing $d, an earlier attempt that never completed"; rm -rf -- "$d"; continue
+    fi
+    [ -s "$d/result.json" ] || continue
+    printf '%s %s\n' "$(stat -c %Y "$d/result.json")" "${d##*/}"
+  done | sort -rn | tail -n +"$((KEEP + 1))" | while read -r _ d; do
+    log "pruning $dir/$d (older than the newest $KEEP of $RETENTION_OWNER)"
+    rm -f -- "$dir/$d/result.json"; rm -rf -- "${dir:?}/$d"
+  done
+}
+prune_dir || log "pruning old backups failed"
 emit_line "$line" 0

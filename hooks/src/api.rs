@@ -452,10 +452,18 @@ pub struct BackupSpec {
     pub storage: BackupStorage,
 
     /// How many scheduled backups to keep; older ones are removed after each
-    /// successful scheduled backup. `MySQLBackup`s and final backups are never removed.
+    /// successful scheduled backup. Only complete backups this cluster's schedule
+    /// wrote are counted and removed (by the `OWNER` each records, never by name):
+    /// `MySQLBackup`s, final backups and other clusters' backups never are.
     #[serde(default = "default_keep")]
     #[schemars(range(min = 1, max = 1000))]
     pub keep: i32,
+
+    /// Size limit of the scratch volume an S3 backup or restore is staged in (the
+    /// dump and the binary logs; an emptyDir with this `sizeLimit`). Default: the
+    /// data volume's size, `spec.storage.size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_volume_size: Option<Quantity>,
 
     /// Sign every backup with this key (HMAC-SHA256 over the backup's checksums,
     /// `SIGNATURE` next to them), kept outside the store: a restore given the same
@@ -508,7 +516,7 @@ pub struct PvcTarget {
     #[schemars(length(min = 1, max = 253))]
     pub claim_name: String,
 
-    /// Folder inside the volume; default: the cluster's name.
+    /// Folder inside the volume; default: `<namespace>/<cluster name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"))]
     pub prefix: Option<String>,
@@ -529,7 +537,7 @@ pub struct S3Target {
     #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"))]
     pub bucket: String,
 
-    /// Key prefix (a folder); default: the cluster's name.
+    /// Key prefix (a folder); default: `<namespace>/<cluster name>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$"))]
     pub prefix: Option<String>,
@@ -565,7 +573,7 @@ pub struct RestoreSpec {
     pub backup: Option<String>,
 
     /// The store holding the backup named `name` (the folder `<prefix>/<name>`; the
-    /// prefix defaults to this cluster's name).
+    /// prefix defaults to this cluster's `<namespace>/<name>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<BackupStorage>,
 

@@ -26,12 +26,14 @@ pub const FINAL: &str = "final-backup";
 pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
 
 /// The cluster's backup settings with the store resolved (prefix defaulted to
-/// the cluster's name).
+/// `<namespace>/<name>`: clusters of the same name in two namespaces never share
+/// a folder).
 #[must_use]
 pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
     let spec = parent.spec.backup.as_ref()?;
     let name = parent.metadata.name.as_deref().unwrap_or_default();
-    let storage = backup::resolve(&spec.storage, name);
+    let namespace = parent.metadata.namespace.as_deref().unwrap_or_default();
+    let storage = backup::resolve(&spec.storage, &backup::default_prefix(namespace, name));
     (storage.persistent_volume_claim.is_some() || storage.s3.is_some()).then_some((spec, storage))
 }
 
@@ -72,12 +74,23 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         name: BackupName::FromJob,
         primary: c.primary.clone(),
         pods: c.pods_env(),
-        retention: Some(Retention { job_prefix: name.clone(), keep: spec.keep }),
+        retention: Some(Retention { owner: scheduled_owner(c), keep: spec.keep }),
         labels: pod_labels(c, SCHEDULED),
         signing_key: spec.signing_key.as_ref(),
+        owner: scheduled_owner(c),
+        work_volume_size: spec.work_volume_size.clone(),
     };
     Some(backup::cron_job(&name, schedule, &pod))
 }
+
+/// `OWNER` of this cluster's scheduled backups: what its retention prunes.
+#[must_use]
+pub fn scheduled_owner(c: &Cluster) -> String {
+    backup::owner(SCHEDULED_KIND, &c.namespace, &c.names.cluster, &c.uid)
+}
+
+/// The kind of scheduled backups in their `OWNER`.
+pub const SCHEDULED_KIND: &str = "scheduled";
 
 fn pod_labels(c: &Cluster, purpose: &str) -> std::collections::BTreeMap<String, String> {
     let mut l = labels::common(&c.names, labels::JOB);
@@ -191,6 +204,7 @@ pub fn final_job(
     c: &Cluster,
     storage: &BackupStorage,
     signing_key: Option<&crate::api::SecretKeyRef>,
+    work_volume_size: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> k8s_openapi::api::batch::v1::Job {
     let name = final_job_name(c);
     let labels = pod_labels(c, FINAL);
@@ -203,6 +217,8 @@ pub fn final_job(
         retention: None,
         labels: labels.clone(),
         signing_key,
+        owner: backup::owner("final", &c.namespace, &c.names.cluster, &c.uid),
+        work_volume_size: work_volume_size.cloned(),
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

@@ -188,7 +188,10 @@ pub fn plan(f: &Facts<'_>) -> Restore {
                 "spec.restore needs backup, or storage and name".to_owned(),
             ));
         };
-        Source { storage: backup::resolve(storage, &c.names.cluster), name: name.clone() }
+        Source {
+            storage: backup::resolve(storage, &backup::default_prefix(&c.namespace, &c.names.cluster)),
+            name: name.clone(),
+        }
     };
     plan_from(parent, c, observed, pods, source, until, gate)
 }
@@ -238,6 +241,7 @@ fn plan_from(
                 target: target.clone(),
                 labels: pod_labels,
                 verify_key: spec.signing_key.as_ref(),
+                work_volume_size: parent.spec.backup.as_ref().and_then(|b| b.work_volume_size.clone()),
             })),
             ..Default::default()
         };

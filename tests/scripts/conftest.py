@@ -42,3 +42,15 @@ def cluster(world, request):
         c.close()
 
 
+
+
+@pytest.fixture(scope="session")
+def store(world):
+    """A real S3 server (MinIO) and the AWS CLI v2 the backup Jobs run."""
+    from objstore import ObjectStore
+    try:
+        s = ObjectStore(world.root)
+    except SetupError as e:
+        pytest.fail(f"cannot set up the S3 server: {e}")
+    yield s
+    s.close()

@@ -4,10 +4,14 @@
 //! The scripts run in the server image, which has the client tools but no S3
 //! client. So for a PersistentVolumeClaim store a single container runs the script
 //! against the mounted claim; for an S3 store the server image writes into a
-//! scratch volume in an init container and a second container, from the
-//! configurable uploader image (`sh` plus the AWS CLI v2), copies it to the bucket
-//! (restores: the other way round). Either way the pod's last container ends with
-//! the script's one-line result in its termination message.
+//! scratch volume of bounded size in an init container and a second container,
+//! from the configurable uploader image (`sh` plus the AWS CLI v2), runs
+//! `s3.sh upload`: data first, `result.json` (the commit marker) last. Before the
+//! dump, `s3.sh check` (uploader image) fails early on a store that cannot be used
+//! and hands a backup an earlier attempt already committed back to `backup.sh`,
+//! which reports it instead of dumping anew. Restores run `s3.sh download` (only
+//! committed backups) before `restore.sh`. Either way the pod's last container
+//! ends with the script's one-line result in its termination message.
 
 use std::collections::BTreeMap;
 
@@ -15,11 +19,11 @@ use k8s_openapi::{
     api::{
         batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
         core::v1::{
-            Container, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
-            PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
+            Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector,
+            PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
         },
     },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
 };
 
 use super::{meta, pod};
@@ -31,8 +35,10 @@ use crate::{
     scripts,
 };
 
-/// The uploader image when `s3.image` is unset.
-pub const DEFAULT_UPLOADER_IMAGE: &str = "amazon/aws-cli:2.22.35";
+/// The uploader image when `s3.image` is unset: the AWS CLI release the tests run
+/// against a real S3 server (Debian's `awscli` package is the same upstream
+/// release, see `tests/scripts/objstore.py`).
+pub const DEFAULT_UPLOADER_IMAGE: &str = "amazon/aws-cli:2.9.19";
 /// Where a PersistentVolumeClaim store is mounted.
 const PVC_MOUNT: &str = "/backups";
 /// The scratch volume an S3 backup is staged in.
@@ -53,6 +59,14 @@ pub fn resolve(storage: &BackupStorage, default_prefix: &str) -> BackupStorage {
             .map(|t| crate::api::PvcTarget { prefix: prefix(&t.prefix), ..t.clone() }),
         s3: storage.s3.as_ref().map(|t| S3Target { prefix: prefix(&t.prefix), ..t.clone() }),
     }
+}
+
+/// The prefix of a store that names none: `<namespace>/<cluster>` (as MOCO does),
+/// so two clusters of the same name in different namespaces never write, or
+/// prune, each other's backups.
+#[must_use]
+pub fn default_prefix(namespace: &str, cluster: &str) -> String {
+    format!("{namespace}/{cluster}")
 }
 
 /// `pvc://<claim>/<prefix>/<name>` or `s3://<bucket>/<prefix>/<name>` of a
@@ -77,11 +91,20 @@ pub enum BackupName {
     FromJob,
 }
 
-/// Retention of scheduled backups: keep the newest `keep` named `<prefix>-<digits>`.
+/// Retention of scheduled backups: keep the newest `keep` complete backups whose
+/// `OWNER` is exactly `owner` (never by name shape: a `MySQLBackup` or another
+/// cluster's backup in the same prefix is never pruned).
 #[derive(Debug, Clone)]
 pub struct Retention {
-    pub job_prefix: String,
+    pub owner: String,
     pub keep: i32,
+}
+
+/// What a backup records as its `OWNER`: `<kind> <namespace>/<name> <uid>`, kind
+/// `scheduled`, `final` or `mysqlbackup`.
+#[must_use]
+pub fn owner(kind: &str, namespace: &str, name: &str, uid: &str) -> String {
+    format!("{kind} {namespace}/{name} {uid}")
 }
 
 /// One backup pod.
@@ -99,6 +122,10 @@ pub struct BackupPod<'a> {
     pub labels: BTreeMap<String, String>,
     /// The key `backup.sh` signs the backup with (`spec.backup.signingKey`).
     pub signing_key: Option<&'a SecretKeyRef>,
+    /// `OWNER` of the backup (see [`owner`]).
+    pub owner: String,
+    /// Size limit of the S3 staging volume.
+    pub work_volume_size: Option<Quantity>,
 }
 
 /// The Job spec of a backup.
@@ -110,19 +137,18 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         pod::env("PODS", b.pods.as_str()),
         pod::env("PRIMARY", b.primary.as_str()),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
+        pod::env("BACKUP_OWNER", b.owner.as_str()),
         backup_name_env(&b.name),
     ]);
-    if let Some(r) = &b.retention {
-        env.extend([pod::env("RETENTION_JOB_PREFIX", r.job_prefix.as_str()), pod::env("KEEP", r.keep.to_string())]);
-    }
-    let backup_sh = scripts::path("backup.sh");
+    let retention_env =
+        |r: &Retention| [pod::env("RETENTION_OWNER", r.owner.as_str()), pod::env("KEEP", r.keep.to_string())];
     let (init, main, mut volumes) = match (&b.storage.persistent_volume_claim, &b.storage.s3) {
         (Some(pvc), _) => {
             let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
             env.push(pod::env("BACKUP_DIR", dir));
-            let prune = if b.retention.is_some() { PRUNE_DIR } else { "" };
-            let script =
-                format!("set -u\nmkdir -p \"$BACKUP_DIR\"\nrc=0\nbash {backup_sh} || rc=$?\n{prune}exit \"$rc\"\n");
+            // backup.sh prunes the store after a successful scheduled backup.
+            env.extend(b.retention.iter().flat_map(retention_env));
+            let script = format!("mkdir -p \"$BACKUP_DIR\" && exec bash {}\n", scripts::path("backup.sh"));
             let container = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
@@ -133,11 +159,11 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 ]),
                 ..server_container(c, "backup", vec!["bash".to_owned(), "-c".to_owned(), script], env)
             };
-            (None, container, vec![claim_volume(&pvc.claim_name, false)])
+            (vec![], container, vec![claim_volume(&pvc.claim_name, false)])
         }
         (None, Some(s3)) => {
             env.push(pod::env("BACKUP_DIR", STAGING));
-            let init = Container {
+            let dump = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
@@ -147,19 +173,15 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 ]),
                 ..server_container(c, "backup", pod::run_script("backup.sh"), env)
             };
-            let prune = if b.retention.is_some() { PRUNE_S3 } else { "" };
-            let script = format!(
-                "{S3_COMMON}{UPLOAD}{prune}cat \"{STAGING}/$BACKUP_NAME/result.json\" > /dev/termination-log\n"
-            );
-            let mut upload_env = s3_env(s3);
-            upload_env.push(backup_name_env(&b.name));
-            if let Some(r) = &b.retention {
-                upload_env.extend([
-                    pod::env("RETENTION_JOB_PREFIX", r.job_prefix.as_str()),
-                    pod::env("KEEP", r.keep.to_string()),
-                ]);
-            }
-            (Some(init), uploader(s3, "upload", script, upload_env), vec![pod::empty_dir("staging")])
+            let mut s3_env = s3_env(s3);
+            s3_env.push(backup_name_env(&b.name));
+            let check = uploader(s3, "check", "check", s3_env.clone());
+            s3_env.extend(b.retention.iter().flat_map(retention_env));
+            (
+                vec![check, dump],
+                uploader(s3, "upload", "upload", s3_env),
+                vec![staging_volume(c, b.work_volume_size.as_ref())],
+            )
         }
         (None, None) => unreachable_storage(c),
     };
@@ -184,6 +206,8 @@ pub struct RestorePod<'a> {
     pub labels: BTreeMap<String, String>,
     /// The key the backup's signature must verify with (`spec.restore.signingKey`).
     pub verify_key: Option<&'a SecretKeyRef>,
+    /// Size limit of the S3 staging volume.
+    pub work_volume_size: Option<Quantity>,
 }
 
 /// The Job spec of a restore.
@@ -212,17 +236,15 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 ]),
                 ..server_container(c, "restore", pod::run_script("restore.sh"), env)
             };
-            (None, container, vec![claim_volume(&pvc.claim_name, true)])
+            (vec![], container, vec![claim_volume(&pvc.claim_name, true)])
         }
         (None, Some(s3)) => {
             env.push(pod::env("RESTORE_FROM", format!("{STAGING}/{}", r.name)));
             let mut download_env = s3_env(s3);
             download_env.push(pod::env("BACKUP_NAME", r.name));
-            let mut script = format!("{S3_COMMON}{DOWNLOAD}");
             if let Some(b) = r.binlogs_from {
                 env.push(pod::env("RESTORE_BINLOGS_FROM", format!("{STAGING}/{b}")));
                 download_env.push(pod::env("BINLOGS_NAME", b));
-                script.push_str(DOWNLOAD_BINLOGS);
             }
             let main = Container {
                 volume_mounts: Some(vec![
@@ -234,7 +256,11 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 ]),
                 ..server_container(c, "restore", pod::run_script("restore.sh"), env)
             };
-            (Some(uploader(s3, "download", script, download_env)), main, vec![pod::empty_dir("staging")])
+            (
+                vec![uploader(s3, "download", "download", download_env)],
+                main,
+                vec![staging_volume(c, r.work_volume_size.as_ref())],
+            )
         }
         (None, None) => unreachable_storage(c),
     };
@@ -272,7 +298,7 @@ pub fn cron_job(name: &str, schedule: &str, b: &BackupPod<'_>) -> CronJob {
 fn job_spec(
     c: &Cluster,
     labels: &BTreeMap<String, String>,
-    init: Option<Container>,
+    init: Vec<Container>,
     main: Container,
     volumes: Vec<Volume>,
 ) -> JobSpec {
@@ -309,13 +335,19 @@ fn server_container(c: &Cluster, name: &str, command: Vec<String>, env: Vec<EnvV
     }
 }
 
-fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Container {
+/// A container of the uploader image running `s3.sh <command>` on the staging
+/// volume.
+fn uploader(s3: &S3Target, name: &str, command: &str, env: Vec<EnvVar>) -> Container {
     Container {
         name: name.to_owned(),
         image: Some(s3.image.clone().unwrap_or_else(|| DEFAULT_UPLOADER_IMAGE.to_owned())),
-        command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
+        command: Some(vec!["sh".to_owned(), scripts::path("s3.sh"), command.to_owned()]),
         env: Some(env),
-        volume_mounts: Some(vec![pod::mount("tmp", "/tmp", false), pod::mount("staging", STAGING, false)]),
+        volume_mounts: Some(vec![
+            pod::scripts_mount(),
+            pod::mount("tmp", "/tmp", false),
+            pod::mount("staging", STAGING, false),
+        ]),
         security_context: Some(pod::container_security()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Default::default()
@@ -350,6 +382,23 @@ fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
         env.push(pod::env("S3_ENDPOINT", e.as_str()));
     }
     env
+}
+
+/// The scratch volume an S3 backup or restore is staged in: an emptyDir whose
+/// `sizeLimit` is `spec.backup.workVolumeSize`, else the data volume's size (a
+/// logical dump and the binary logs fit in the data they come from). A pod that
+/// outgrows it is evicted and the Job fails, instead of filling the node's disk.
+fn staging_volume(c: &Cluster, size: Option<&Quantity>) -> Volume {
+    // canonical, as the API server stores it (else a permanent diff); an invalid
+    // size (the CRD lets only quantities through) sets no limit
+    let limit = size.and_then(|q| crate::quantity::canonical(q).ok()).or_else(|| {
+        c.volume.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned()
+    });
+    Volume {
+        name: "staging".to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource { size_limit: limit, ..Default::default() }),
+        ..Default::default()
+    }
 }
 
 fn backup_name_env(name: &BackupName) -> EnvVar {
@@ -404,51 +453,14 @@ fn claim_volume(claim: &str, read_only: bool) -> Volume {
 }
 
 /// The CRD makes a store without a target impossible; callers check it too.
-fn unreachable_storage(c: &Cluster) -> (Option<Container>, Container, Vec<Volume>) {
+fn unreachable_storage(c: &Cluster) -> (Vec<Container>, Container, Vec<Volume>) {
     let script = "echo '{\"result\":\"error\",\"reason\":\"no-storage\",\"message\":\"no backup storage\"}' > /dev/termination-log; exit 1".to_owned();
-    (None, server_container(c, "backup", vec!["bash".to_owned(), "-c".to_owned(), script], Vec::new()), Vec::new())
+    (
+        Vec::new(),
+        server_container(c, "backup", vec!["bash".to_owned(), "-c".to_owned(), script], Vec::new()),
+        Vec::new(),
+    )
 }
-
-/// After a successful scheduled backup on a claim: remove all but the newest
-/// `KEEP` backups named `<RETENTION_JOB_PREFIX>-<digits>` and stale partial
-/// copies of earlier attempts. A failure to prune never fails the backup.
-const PRUNE_DIR: &str = r#"if [ "$rc" = 0 ]; then
-  ( cd "$BACKUP_DIR" && for d in "$RETENTION_JOB_PREFIX"-* ".$RETENTION_JOB_PREFIX"-*.partial; do
-      s=${d#.}; s=${s%.partial}; s=${s#"$RETENTION_JOB_PREFIX"-}
-      [[ -d $d && $s =~ ^[0-9]+$ ]] || continue
-      if [[ $d == .* ]]; then [ "$s" = "${BACKUP_NAME#"$RETENTION_JOB_PREFIX"-}" ] || rm -rf -- "$d"; continue; fi
-      [ -f "$d/result.json" ] && echo "$s"
-    done | sort -rn | tail -n +"$((KEEP + 1))" | while read -r s; do rm -rf -- "$RETENTION_JOB_PREFIX-$s"; done
-  ) || echo "pruning old backups failed" >&2
-fi
-"#;
-
-const S3_COMMON: &str = r#"set -u
-s3() { if [ -n "${S3_ENDPOINT:-}" ]; then aws --endpoint-url "$S3_ENDPOINT" "$@"; else aws "$@"; fi; }
-fail() { printf '{"result":"error","reason":"%s","message":"%s"}\n' "$1" "$2" > /dev/termination-log; exit 1; }
-"#;
-
-const UPLOAD: &str = r#"dest="s3://$S3_BUCKET/$S3_PREFIX/$BACKUP_NAME/"
-s3 s3 cp --recursive --only-show-errors "/backup/$BACKUP_NAME/" "$dest" || fail upload-failed "copying the backup to $dest failed"
-"#;
-
-const PRUNE_S3: &str = r#"s3 s3 ls "s3://$S3_BUCKET/$S3_PREFIX/" | while read -r kind d; do
-    d=${d%/}; s=${d#"$RETENTION_JOB_PREFIX"-}
-    [ "$kind" = PRE ] && [ "$d" = "$RETENTION_JOB_PREFIX-$s" ] || continue
-    case $s in ''|*[!0-9]*) continue ;; esac
-    echo "$s"
-  done | sort -rn | tail -n +"$((KEEP + 1))" | while read -r s; do
-    s3 s3 rm --recursive --only-show-errors "s3://$S3_BUCKET/$S3_PREFIX/$RETENTION_JOB_PREFIX-$s/" || echo "pruning $s failed" >&2
-  done
-"#;
-
-const DOWNLOAD: &str = r#"src="s3://$S3_BUCKET/$S3_PREFIX/$BACKUP_NAME/"
-s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BACKUP_NAME/" || fail download-failed "copying $src failed"
-"#;
-
-const DOWNLOAD_BINLOGS: &str = r#"src="s3://$S3_BUCKET/$S3_PREFIX/$BINLOGS_NAME/"
-s3 s3 cp --recursive --only-show-errors "$src" "/backup/$BINLOGS_NAME/" || fail download-failed "copying $src failed"
-"#;
 
 #[cfg(test)]
 mod tests {

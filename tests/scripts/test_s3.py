@@ -1,0 +1,171 @@
+"""Backups in a real S3 server (issue 19.5, 19.8, 19.12): MinIO on loopback,
+the AWS CLI v2 the Jobs run, hooks/scripts/s3.sh as the uploader and
+downloader containers run it, backup.sh / restore.sh against real MariaDB
+servers in between, on a staging directory like the Jobs' emptyDir."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import REPORT
+from dbcluster import rows, run_script
+from objstore import run_s3
+from test_backups import fresh, insert
+
+
+def staging(c, name: str) -> Path:
+    d = c.world.root / c.tag / name
+    d.mkdir(parents=True)
+    return d
+
+
+def test_s3_write_then_commit_retry_and_restore(cluster, world, store, request):
+    """A backup is uploaded data first and result.json (the commit marker)
+    last; a retried pod finds it committed before dumping and reports the same
+    result; an uncommitted folder of an earlier attempt is replaced; a restore
+    downloads only committed backups."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 31, "A")
+    cluster.wait_synced(p)
+    store.make_bucket("bk-commit")
+    env = store.env("bk-commit", "shop/db")
+    # an earlier attempt died mid-upload: files, no result.json
+    store.put("bk-commit", "shop/db/db-backup-1/dump.sql", "-- half a dump")
+    st = staging(cluster, "staging-1")
+    c = run_s3(store, "check", {**env, "BACKUP_NAME": "db-backup-1"}, st)
+    assert c.rc == 0, c
+    assert not (st / "db-backup-1").exists(), "an uncommitted backup is not reported"
+    r = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st, BACKUP_NAME="db-backup-1",
+                    BACKUP_OWNER="scheduled shop/db uid-1")
+    assert r.rc == 0, r
+    u = run_s3(store, "upload", {**env, "BACKUP_NAME": "db-backup-1"}, st)
+    assert u.rc == 0 and u.line == r.line and u.term.strip() == r.line, u
+    keys = store.keys("bk-commit", "shop/db/db-backup-1/")
+    assert "shop/db/db-backup-1/result.json" in keys and "shop/db/db-backup-1/dump.sql" in keys, keys
+    dump = store.aws_run("s3", "cp", "s3://bk-commit/shop/db/db-backup-1/dump.sql", "-").stdout
+    assert "half a dump" not in dump and "CREATE TABLE" in dump
+    # a retried pod of the same Job: committed already, nothing dumped again
+    st2 = staging(cluster, "staging-2")
+    c2 = run_s3(store, "check", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
+    assert c2.rc == 0 and (st2 / "db-backup-1" / "result.json").exists(), c2
+    r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st2, BACKUP_NAME="db-backup-1")
+    assert r2.rc == 0 and r2.line == r.line and not (st2 / "db-backup-1" / "dump.sql").exists(), r2
+    u2 = run_s3(store, "upload", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
+    assert u2.rc == 0 and u2.line == r.line, u2
+    # restore: download, then restore.sh
+    target = fresh(world, request.node.name + "-restore")
+    try:
+        st3 = staging(cluster, "staging-3")
+        d = run_s3(store, "download", {**env, "BACKUP_NAME": "db-backup-1"}, st3)
+        assert d.rc == 0, d
+        rr = run_script("restore.sh", world, {"PODS": f"db-0={target.addr}", "POD_NAME": "db-0",
+                                              "RESTORE_FROM": str(st3 / "db-backup-1")})
+        assert rr.rc == 0, rr
+        assert rows(target) == set(range(1, 31))
+        # an uncommitted backup is never downloaded
+        store.put("bk-commit", "shop/db/half/dump.sql", "-- half")
+        d2 = run_s3(store, "download", {**env, "BACKUP_NAME": "half"}, staging(cluster, "staging-4"))
+        assert d2.rc != 0 and d2.json["reason"] == "not-committed", d2
+    finally:
+        target.kill()
+    REPORT.append(f"s3: {len(keys)} objects committed with result.json last; retried pod reported the same "
+                  f"result without dumping; restore from MinIO {rr.seconds:.1f}s")
+
+
+def test_s3_wrong_key_and_missing_bucket_fail_clearly(cluster, store):
+    """A wrong secret key or a bucket that does not exist fails before
+    anything is dumped, naming the cause; an upload with a wrong key commits
+    nothing."""
+    cluster.bootstrap()
+    store.make_bucket("bk-keys")
+    st = staging(cluster, "staging")
+    bad = store.env("bk-keys", "p", secret="not-the-secret")
+    c = run_s3(store, "check", {**bad, "BACKUP_NAME": "b"}, st)
+    assert c.rc != 0 and c.json["reason"] == "store-unusable" and c.term.strip() == c.line, c
+    assert "403" in c.json["message"] or "Forbidden" in c.json["message"] or "Signature" in c.json["message"], c
+    unknown = store.env("bk-keys", "p", access="nobody", secret="x")
+    c2 = run_s3(store, "check", {**unknown, "BACKUP_NAME": "b"}, st)
+    assert c2.rc != 0 and c2.json["reason"] == "store-unusable", c2
+    missing = store.env("no-such-bucket", "p")
+    c3 = run_s3(store, "check", {**missing, "BACKUP_NAME": "b"}, st)
+    assert c3.rc != 0 and c3.json["reason"] == "store-unusable" and "no-such-bucket" in c3.json["message"], c3
+    # the dump went through (a Job whose check passed), the upload's key is wrong
+    r = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st, BACKUP_NAME="b")
+    assert r.rc == 0, r
+    u = run_s3(store, "upload", {**bad, "BACKUP_NAME": "b"}, st)
+    assert u.rc != 0 and u.json["result"] == "error", u
+    assert store.keys("bk-keys") == [], "nothing may be written, let alone committed"
+    REPORT.append(f"s3 failures: wrong key -> {c.json['message'][:90]}; unknown key -> {c2.json['message'][:60]}; "
+                  f"missing bucket -> {c3.json['message'][:70]}")
+
+
+def test_s3_credentials_from_the_default_chain(cluster, store, world):
+    """Without keys in the environment the CLI's default chain is used (here
+    a shared credentials file; in a pod a web identity token or instance
+    credentials)."""
+    store.make_bucket("bk-chain")
+    st = staging(cluster, "staging")
+    env = store.env("bk-chain", "p", access=None)
+    creds = store.home / "credentials"
+    creds.write_text(f"[default]\naws_access_key_id = hook-test-admin\naws_secret_access_key = hook-test-secret-key\n")
+    c = run_s3(store, "check", {**env, "BACKUP_NAME": "b", "AWS_SHARED_CREDENTIALS_FILE": str(creds)}, st)
+    assert c.rc == 0, c
+    c2 = run_s3(store, "check", {**env, "BACKUP_NAME": "b"}, st)
+    assert c2.rc != 0 and c2.json["reason"] == "store-unusable", c2
+    creds.unlink()
+
+
+def test_s3_retention_prunes_only_its_own_complete_backups(store, world):
+    """Retention keeps the newest KEEP committed backups of its own OWNER; a
+    MySQLBackup named like a scheduled one, another cluster's backups on the
+    same prefix and uncommitted folders are never touched."""
+    store.make_bucket("bk-prune")
+    mine = "scheduled prod/db uid-1"
+
+    def backup(name: str, owner: str, committed: bool = True):
+        store.put("bk-prune", f"db/{name}/OWNER", owner + "\n")
+        store.put("bk-prune", f"db/{name}/dump.sql", "--")
+        if committed:
+            store.put("bk-prune", f"db/{name}/result.json", '{"result":"backed-up"}\n')
+
+    import time
+    for i in range(1, 5):
+        backup(f"db-backup-{i}", mine)
+        time.sleep(1.1)   # commit times differ
+    backup("db-backup-5", "mysqlbackup prod/db-backup-5 uid-9")
+    backup("db-backup-6", "scheduled dev/db uid-2")
+    backup("db-backup-7", mine, committed=False)
+    st = world.root / "prune-staging"
+    st.mkdir()
+    r = run_s3(store, "prune", {**store.env("bk-prune", "db"), "KEEP": "2", "RETENTION_OWNER": mine}, st)
+    assert r.rc == 0, r
+    left = sorted({k.split("/")[1] for k in store.keys("bk-prune", "db/")})
+    assert left == ["db-backup-3", "db-backup-4", "db-backup-5", "db-backup-6", "db-backup-7"], left
+    REPORT.append(f"s3 retention KEEP=2: left {left}")
+
+
+def test_pvc_retention_prunes_only_its_own_complete_backups(cluster):
+    """The same rule on a mounted store: backup.sh prunes after success."""
+    cluster.bootstrap()
+    bdir = cluster.world.root / cluster.tag / "pvc"
+    bdir.mkdir(parents=True)
+    mine = "scheduled prod/db uid-1"
+    import os
+    for i, owner in enumerate([mine, mine, "mysqlbackup prod/db-backup-3 uid-9", "scheduled dev/db uid-2"], 1):
+        d = bdir / f"db-backup-{i}"
+        d.mkdir()
+        (d / "OWNER").write_text(owner + "\n")
+        (d / "result.json").write_text("{}\n")
+        os.utime(d / "result.json", (1000 + i, 1000 + i))
+    (bdir / "db-backup-0").mkdir()               # uncommitted, mine
+    (bdir / "db-backup-0" / "OWNER").write_text(mine + "\n")
+    (bdir / ".db-backup-9.partial").mkdir()      # an attempt of mine that died
+    (bdir / ".db-backup-9.partial" / "OWNER").write_text(mine + "\n")
+    r = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="db-backup-10",
+                    BACKUP_OWNER=mine, RETENTION_OWNER=mine, KEEP=2)
+    assert r.rc == 0, r
+    left = sorted(os.listdir(bdir))
+    assert left == ["db-backup-0", "db-backup-10", "db-backup-2", "db-backup-3", "db-backup-4"], left
+    shutil.rmtree(bdir)
