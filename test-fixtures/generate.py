@@ -550,6 +550,20 @@ def main():
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    # Placement and exposure knobs (issue 17.5): a new template, held for the walk.
+    write("sync", "placement-and-exposure", request(parent(status=st, pod={
+        "nodeSelector": {"pool": "databases"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "antiAffinity": "Required",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}],
+        "priorityClassName": "databases",
+        "imagePullSecrets": [{"name": "registry"}],
+        "labels": {"team": "payments", "app.kubernetes.io/instance": "stolen"},
+        "annotations": {"cost-center": "42"},
+    }, services={"primary": {"type": "LoadBalancer",
+                             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+                 "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 

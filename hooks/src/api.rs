@@ -16,6 +16,9 @@ use k8s_openapi::{
     },
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
+mod placement;
+
+pub use placement::{AntiAffinity, PodPlacement, ServiceExposure, ServiceType, ServicesSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +105,15 @@ pub struct MySQLSpec {
     /// cluster and by `deletionPolicy: Backup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
+
+    /// Where the server pods are scheduled (node selector, tolerations, affinity,
+    /// spread, priority, pull secrets) and extra pod labels and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPlacement>,
+
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServicesSpec>,
 
     /// Who may connect to the servers: the NetworkPolicy `<name>` (issue 18.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -200,6 +200,16 @@ pub fn install_scripts(c: &Cluster) -> Container {
     }
 }
 
+/// Where a Job pod runs, from `spec.pod`: the same nodes, taints, priority and
+/// pull secrets as the servers (affinity and spread are the servers' own).
+pub fn place_job(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    let p = &c.placement;
+    spec.node_selector = (!p.node_selector.is_empty()).then(|| p.node_selector.clone());
+    spec.tolerations = (!p.tolerations.is_empty()).then(|| p.tolerations.clone());
+    spec.priority_class_name.clone_from(&p.priority_class_name);
+    spec.image_pull_secrets = (!p.image_pull_secrets.is_empty()).then(|| p.image_pull_secrets.clone());
+}
+
 /// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.
 #[must_use]
 pub fn pod_security() -> PodSecurityContext {
