@@ -110,6 +110,12 @@ def job_owner(name):
              "controller": True, "blockOwnerDeletion": True}]
 
 
+def stable_digits(text, n):
+    """n decimal digits derived from text."""
+    import hashlib
+    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16))[:n].rjust(n, "0")
+
+
 def observed(children, job_states=None):
     """The hook's desired children as the API server would return them."""
     out = {k: {} for k in KEYS.values()}
@@ -118,8 +124,10 @@ def observed(children, job_states=None):
         m = o["metadata"]
         m.update({
             "namespace": NS,
-            "uid": "00000000-0000-4000-8000-%012d" % (i + 1),
-            "resourceVersion": str(42000 + i),
+            # Stable per object (kind and name), as the API server keeps them: the hook
+            # may derive names from them (the users Job hashes its Secrets' identity).
+            "uid": "00000000-0000-4000-8000-" + stable_digits(o["kind"] + "/" + m["name"], 12),
+            "resourceVersion": str(42000 + int(stable_digits(o["kind"] + "/" + m["name"], 4))),
             "creationTimestamp": "2026-11-29T11:00:05Z",
             "ownerReferences": [{
                 "apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQL", "name": "db", "uid": UID,
@@ -134,9 +142,10 @@ def observed(children, job_states=None):
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
             m["uid"] = job_uid(m["name"])
-            # A bootstrap Job still in an answer is, unless said otherwise, the record a
-            # running cluster keeps of its first primary: finished.
-            default = "succeeded" if m["labels"].get("mysqlhook.dev/purpose") == "bootstrap" else "running"
+            # A bootstrap or users Job still in an answer is, unless said otherwise, the
+            # record a running cluster keeps (of its first primary, of its users): finished.
+            default = ("succeeded" if m["labels"].get("mysqlhook.dev/purpose") in ("bootstrap", "users")
+                       else "running")
             state = (job_states or {}).get(m["name"], default)
             o["status"] = {"active": 1, "startTime": "2026-11-29T11:58:00Z"} if state == "running" else (
                 {"succeeded": 1, "startTime": "2026-11-29T11:58:00Z", "completionTime": "2026-11-29T11:58:20Z",

@@ -77,6 +77,13 @@ impl Names {
         fit(&self.cluster, &format!("-config-{hash}"), SUBDOMAIN_MAX)
     }
 
+    /// The generated password Secret of an application user, `<cluster>-user-<user>`
+    /// (`_` in the user's name becomes `-`: Secret names are DNS subdomains).
+    #[must_use]
+    pub fn user_secret(&self, user: &str) -> String {
+        fit(&self.cluster, &format!("-user-{}", user.replace('_', "-")), SUBDOMAIN_MAX)
+    }
+
     /// A CronJob name `<cluster>-<purpose>`: at most 52 characters, so that the
     /// Jobs it creates (`<name>-<minutes since the epoch>`) stay DNS labels.
     #[must_use]
