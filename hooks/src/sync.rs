@@ -168,7 +168,7 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
     ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
     ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;
-    ours("Secret", &c.secrets, |n| n == names.credentials)?;
+    ours("Secret", &c.secrets, |n| n == names.credentials || n == names.exporter)?;
     Ok(())
 }
 
@@ -240,6 +240,10 @@ fn desired_children(
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
         let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
+        children.push(Child::Secret(Box::new(secret)));
+    }
+    if c.exporter.is_some() {
+        let secret = config::exporter_secret(c, observed.secret_data(&c.names.exporter), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children

@@ -31,7 +31,9 @@ pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
 }
 
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+/// `NAME` from key `key` of Secret `secret`.
+#[must_use]
+pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
