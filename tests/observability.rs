@@ -1,0 +1,32 @@
+//! The shipped alerts and dashboard, judged by real Prometheus tools.
+//!
+//! - `rules`: `python3 tests/observability/rules.py`: `promtool check rules` and
+//!   `promtool test rules` on the PrometheusRule, every alert tested, documented
+//!   and given a runbook section, every dashboard query parsed. promtool is built
+//!   from the Go module proxy on first use (`tests/observability/build-promtool.sh`,
+//!   cached outside the repo).
+//! - `live`: `python3 tests/observability/live.py`: Debian's Prometheus scrapes
+//!   two hook processes and three real MariaDB servers through Debian's
+//!   mysqld_exporter, evaluates the rules, and alerts fire and resolve as the
+//!   servers fail and recover; every dashboard query returns data.
+//!
+//! Never skipped: without Go, Python or the Debian packages (installed with
+//! apt-get when missing and running as root) they fail and say what is missing.
+
+use std::{path::Path, process::Command};
+
+fn run(script: &str, envs: &[(&str, &str)]) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("python3")
+        .arg(script)
+        .current_dir(root)
+        .envs(envs.iter().copied())
+        .status()
+        .unwrap_or_else(|err| panic!("could not run python3 {script}: {err}"));
+    assert!(status.success(), "{script} failed ({status}); its FAIL lines above say what");
+}
+
+#[test]
+fn rules() {
+    run("tests/observability/rules.py", &[]);
+}
