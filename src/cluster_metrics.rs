@@ -49,6 +49,16 @@ const REMEMBERED_EVENTS: usize = 32;
 const PHASES: [Phase; 6] =
     [Phase::Pending, Phase::Initializing, Phase::Running, Phase::Degraded, Phase::Failed, Phase::Deleting];
 
+/// Every (kind, reason) of role change the hook starts: counted from 0 as soon as a
+/// cluster is known, so that `increase()` sees the first one too (a counter
+/// series that appears at 1 looks like no increase).
+const ROLE_CHANGES: [(&str, &str); 4] = [
+    ("Failover", "PrimaryNotReady"),
+    ("Switchover", "PrimaryTerminating"),
+    ("Switchover", "Requested"),
+    ("Switchover", "Rollout"),
+];
+
 /// The clock ages are computed with (the hook's clock, fixed in tests).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -284,7 +294,10 @@ impl ClusterMetrics {
             clusters.remove(&key);
             return;
         }
-        let t = clusters.entry(key).or_default();
+        let t = clusters.entry(key).or_insert_with(|| Tracked {
+            role_changes: ROLE_CHANGES.iter().map(|(kind, reason)| ((*kind, (*reason).to_owned()), 0)).collect(),
+            ..Tracked::default()
+        });
         let events = report.events;
         for (job, kind, reason) in events.role_changes {
             if t.first_time(format!("role:{job}")) {

@@ -124,6 +124,11 @@ async fn a_running_cluster() {
     // Counters exist from the first sync, at 0.
     m.expect(&format!("mysql_hook_cluster_failover_attempts_total{{{DB}}}"), 0.0);
     m.expect(&format!("mysql_hook_cluster_backup_failures_total{{{DB},kind=\"scheduled\"}}"), 0.0);
+    m.expect(
+        &format!("mysql_hook_cluster_role_changes_total{{{DB},kind=\"Failover\",reason=\"PrimaryNotReady\"}}"),
+        0.0,
+    );
+    m.expect(&format!("mysql_hook_cluster_role_changes_total{{{DB},kind=\"Switchover\",reason=\"Rollout\"}}"), 0.0);
 }
 
 #[actix_rt::test]

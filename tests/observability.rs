@@ -30,3 +30,8 @@ fn run(script: &str, envs: &[(&str, &str)]) {
 fn rules() {
     run("tests/observability/rules.py", &[]);
 }
+
+#[test]
+fn live() {
+    run("tests/observability/live.py", &[("MYSQL_HOOK_BIN", env!("CARGO_BIN_EXE_mysql-hook"))]);
+}

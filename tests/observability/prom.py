@@ -134,9 +134,10 @@ def with_for(rules: dict, durations: dict[str, str]) -> dict:
 
 @dataclass
 class Target:
-    """One scrape job with static targets."""
+    """One scrape job with static targets: addresses sharing `labels`, or
+    (address, labels) pairs, each with its own."""
     job: str
-    addresses: list[str] | str
+    addresses: list[str] | str | list[tuple[str, dict[str, str]]]
     labels: dict[str, str] = field(default_factory=dict)
     honor_labels: bool = False
     bearer_token: str | None = None
@@ -145,12 +146,16 @@ class Target:
 
     def config(self, token_dir: Path) -> dict:
         addrs = [self.addresses] if isinstance(self.addresses, str) else list(self.addresses)
+        if addrs and isinstance(addrs[0], tuple):
+            static = [{"targets": [addr], "labels": {**self.labels, **labels}} for addr, labels in addrs]
+        else:
+            static = [{"targets": addrs, "labels": dict(self.labels)}]
         job = {
             "job_name": self.job,
             "honor_labels": self.honor_labels,
             "metrics_path": self.metrics_path,
             "scheme": self.scheme,
-            "static_configs": [{"targets": addrs, "labels": dict(self.labels)}],
+            "static_configs": static,
         }
         if self.bearer_token is not None:
             path = token_dir / f"{self.job}.token"
@@ -236,9 +241,10 @@ class Prometheus:
     def alerts(self) -> list[dict]:
         return self.api("alerts")["alerts"]
 
-    def alert(self, name: str, **labels) -> dict | None:
+    def alert(self, alertname: str, /, **labels) -> dict | None:
+        """The active (pending or firing) alert with these labels, if any."""
         for a in self.alerts():
-            if a["labels"].get("alertname") == name and all(a["labels"].get(k) == v for k, v in labels.items()):
+            if a["labels"].get("alertname") == alertname and all(a["labels"].get(k) == v for k, v in labels.items()):
                 return a
         return None
 
@@ -260,12 +266,12 @@ class Prometheus:
             time.sleep(poll)
         raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
-    def wait_for_alert(self, name: str, state: str = "firing", timeout: float = 120, **labels) -> dict:
-        return self.wait_for(lambda: (a := self.alert(name, **labels)) is not None and a["state"] == state and a,
-                             timeout, f"{name}{labels} {state}")
+    def wait_for_alert(self, alertname: str, state: str = "firing", timeout: float = 120, /, **labels) -> dict:
+        return self.wait_for(lambda: (a := self.alert(alertname, **labels)) is not None and a["state"] == state and a,
+                             timeout, f"{alertname}{labels} {state}")
 
-    def wait_for_no_alert(self, name: str, timeout: float = 120, **labels) -> None:
-        self.wait_for(lambda: self.alert(name, **labels) is None, timeout, f"{name}{labels} resolved")
+    def wait_for_no_alert(self, alertname: str, timeout: float = 120, /, **labels) -> None:
+        self.wait_for(lambda: self.alert(alertname, **labels) is None, timeout, f"{alertname}{labels} resolved")
 
     def wait_for_targets_up(self, timeout: float = 60) -> None:
         self.wait_for(lambda: all(h == "up" for h in self.targets_health().values()) and self.targets_health(),

@@ -79,13 +79,16 @@ def runbook_sections() -> dict[str, str]:
 
 
 def dashboard_exprs() -> list[tuple[str, str]]:
-    """(panel title, expr) of every query of the dashboard."""
+    """(panel title, expr) of every query of the dashboard (panels and annotations)."""
     board = json.loads(DASHBOARD.read_text())
     out = []
     for panel in board["panels"]:
         for t in panel.get("targets", []):
             if t.get("expr"):
                 out.append((panel.get("title", "?"), t["expr"]))
+    for a in board.get("annotations", {}).get("list", []):
+        if a.get("expr"):
+            out.append((f"annotation {a.get('name')}", a["expr"]))
     return out
 
 
