@@ -5,6 +5,11 @@
 //!   and given a runbook section, every dashboard query parsed. promtool is built
 //!   from the Go module proxy on first use (`tests/observability/build-promtool.sh`,
 //!   cached outside the repo).
+//! - `manifests`: `python3 tests/observability/manifests.py`: a real API server
+//!   (tests/k8s/harness.py) with the Prometheus Operator's own CRDs (fetched from
+//!   the Go module proxy) accepts every object of the components in a strict
+//!   dry-run; `kubectl kustomize metacontroller-monitored/` renders them when
+//!   kubectl is on PATH.
 //! - `live`: `python3 tests/observability/live.py`: Debian's Prometheus scrapes
 //!   two hook processes and three real MariaDB servers through Debian's
 //!   mysqld_exporter, evaluates the rules, and alerts fire and resolve as the
@@ -29,6 +34,11 @@ fn run(script: &str, envs: &[(&str, &str)]) {
 #[test]
 fn rules() {
     run("tests/observability/rules.py", &[]);
+}
+
+#[test]
+fn manifests() {
+    run("tests/observability/manifests.py", &[]);
 }
 
 #[test]
