@@ -294,6 +294,11 @@ impl ClusterMetrics {
             clusters.remove(&key);
             return;
         }
+        // The map grows only here: drop the expired first, so that memory stays
+        // bounded by the clusters heard of within the TTL even when nobody scrapes.
+        if !clusters.contains_key(&key) {
+            retain_fresh(&mut clusters, now, self.ttl);
+        }
         let t = clusters.entry(key).or_insert_with(|| Tracked {
             role_changes: ROLE_CHANGES.iter().map(|(kind, reason)| ((*kind, (*reason).to_owned()), 0)).collect(),
             ..Tracked::default()
@@ -338,12 +343,14 @@ impl ClusterMetrics {
 
     fn expire(&self) {
         let now = (self.clock)();
-        let ttl = i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX);
-        self.clusters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|_, t| t.last_seen.is_some_and(|seen| now.as_second().saturating_sub(seen.as_second()) < ttl));
+        retain_fresh(&mut self.clusters.lock().unwrap_or_else(PoisonError::into_inner), now, self.ttl);
     }
+}
+
+/// Drops the clusters not heard of for `ttl`.
+fn retain_fresh(clusters: &mut BTreeMap<(String, String), Tracked>, now: Timestamp, ttl: Duration) {
+    let ttl = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
+    clusters.retain(|_, t| t.last_seen.is_some_and(|seen| now.as_second().saturating_sub(seen.as_second()) < ttl));
 }
 
 /// Seconds from `then` to `now`, never negative.

@@ -8,7 +8,8 @@
 3. every alert has `severity`, `summary`, `description` and a `runbook_url` to a
    section of docs/runbook.md that exists and has "What it means", "How to
    confirm" and "What to do"; docs/alerts.md lists every alert; every runbook
-   section is an alert (no stale ones);
+   section is an alert (no stale ones); docs/metrics.md lists every recording
+   rule;
 4. the Grafana dashboard is valid JSON, and every panel's queries parse
    (`promtool check rules` on a throwaway group of them).
 
@@ -147,6 +148,11 @@ def main() -> int:
             if f"`{name}`" not in alerts_doc:
                 problems.append("not listed in docs/alerts.md")
             check(not problems, f"alert {name}: severity, annotations, runbook, docs", "; ".join(problems))
+        metrics_doc = (REPO / "docs" / "metrics.md").read_text()
+        records = [r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r]
+        undocumented = [r for r in records if f"`{r}`" not in metrics_doc]
+        check(not undocumented, f"every recording rule ({len(records)}) is listed in docs/metrics.md",
+              f"missing: {undocumented}")
         extra = sorted(set(sections) - {anchor(n) for n in names})
         check(not extra, "every runbook section is a shipped alert", f"stale sections: {extra}")
 
