@@ -107,7 +107,7 @@ pub struct Events {
     pub role_changes: Vec<(String, &'static str, String)>,
     /// The failover Job started.
     pub failover_started: Option<String>,
-    /// `(key, failed attempts added)`: the outage and its attempt count.
+    /// `(key, failed attempts added)`: the failed Job and the attempt count.
     pub failover_failures: Option<(String, u64)>,
     /// `(kind, backup name)` of each backup that failed.
     pub backup_failures: Vec<(&'static str, String)>,
@@ -215,9 +215,9 @@ fn events(previous: &MySQLStatus, status: &MySQLStatus) -> Events {
     let attempts = |s: &MySQLStatus| s.failover.as_ref().map_or(0, |f| f.failed_attempts);
     let failover_failures = status.failover.as_ref().and_then(|f| {
         let added = u64::try_from(attempts(status) - attempts(previous)).ok().filter(|n| *n > 0)?;
-        // Attempt n of the outage that began then: the same decision sent twice has the same key.
-        let since = f.primary_not_ready_since.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-        Some((format!("{since}#{}", f.failed_attempts), added))
+        // The failed Job (lastError names it; Job names are never reused) and the
+        // attempt count: the same decision sent twice has the same key.
+        Some((format!("{}#{}", f.last_error.as_deref().unwrap_or_default(), f.failed_attempts), added))
     });
     let failed =
         |r: Option<&BackupRecord>| r.filter(|r| r.outcome == Some(BackupPhase::Failed)).map(|r| r.name.clone());
