@@ -436,6 +436,31 @@ def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
     return out
 
 
+def monitoring_scenarios(st, live):
+    """The mysqld_exporter sidecar: from the start, turned on for a running cluster
+    (a new pod template: the rollout walks it in), its Secret kept once observed,
+    and resources that cannot be honoured."""
+    exporter = {"exporter": {"enabled": True}}
+    write("sync", "monitoring-new-cluster", request(parent(monitoring=exporter, flavor="mariadb", version="11.4.4")))
+    on = {"exporter": {"enabled": True, "image": "registry.example/mysqld-exporter:v0.20.0",
+                       "resources": {"requests": {"cpu": "0.02", "memory": "64Mi"}, "limits": {"memory": "0.125Gi"}}}}
+    write("sync", "monitoring-enabled", request(parent(status=st, monitoring=on), live,
+                                                related(*pods([True, True, True]))))
+    enabled = response_of("sync", "monitoring-enabled")
+    if enabled is not None:
+        secret = next(c for c in enabled["children"] if c["kind"] == "Secret" and c["metadata"]["name"] == "db-exporter")
+        # As the API server returns it, with a password other than the one derived now.
+        kept = copy.deepcopy(live)
+        for key, o in observed([secret])["Secret.v1"].items():
+            o["data"] = {"password": "b2JzZXJ2ZWQtZXhwb3J0ZXItcGFzc3dvcmQ="}
+            kept["Secret.v1"][key] = o
+        write("sync", "monitoring-secret-kept", request(parent(status=enabled["status"], monitoring=on), kept,
+                                                        related(*pods([True, True, True]))))
+    bad = {"exporter": {"enabled": True, "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "64Mi"}}}}
+    write("sync", "monitoring-invalid-resources", request(parent(status=st, monitoring=bad), live,
+                                                          related(*pods([True, True, True]))))
+
+
 def upgrade_scenarios(running, st, live):
     """An ordered 8.4.3 -> 8.4.5 rollout of a 3-server cluster whose primary is db-0:
     db-2, db-1, a switchover to db-2, then db-0; plus a stuck step, a refused
@@ -573,6 +598,7 @@ def main():
     }, services={"primary": {"type": "LoadBalancer",
                              "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
                  "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
+    monitoring_scenarios(st, live)
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 

@@ -132,6 +132,41 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("restore is immutable"))]
     pub restore: Option<RestoreSpec>,
+
+    /// Server metrics: an optional `mysqld_exporter` sidecar in every server pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
+}
+
+/// Monitoring of the servers themselves (the hook's own metrics need nothing here).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// A `mysqld_exporter` sidecar (port 9104, named `metrics`) in every server pod,
+    /// logged in over the server's socket as its own least-privilege account
+    /// `exporter`. Turning it on or off changes the pod template: the servers roll
+    /// once, in order.
+    #[serde(default)]
+    pub exporter: ExporterSpec,
+}
+
+/// The `mysqld_exporter` sidecar.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExporterSpec {
+    /// Run the sidecar (default false).
+    #[serde(default)]
+    pub enabled: bool,
+
+    /// The exporter image; default `quay.io/prometheus/mysqld-exporter:v0.20.0`. Any
+    /// `mysqld_exporter` of v0.19 or later (`--mysqld.address=unix://...`) works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+
+    /// Resources of the sidecar; default requests 10m CPU and 32Mi, limit 128Mi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 fn default_replicas() -> i32 {

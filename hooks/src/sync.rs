@@ -207,7 +207,9 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
     ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;
     ours("Secret", &c.secrets, |n| {
-        n == names.credentials || n.rsplit_once("-user-").is_some_and(|(_, user)| names.user_secret(user) == n)
+        n == names.credentials
+            || n == names.exporter
+            || n.rsplit_once("-user-").is_some_and(|(_, user)| names.user_secret(user) == n)
     })?;
     Ok(())
 }
@@ -280,6 +282,10 @@ fn desired_children(
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
         let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
+        children.push(Child::Secret(Box::new(secret)));
+    }
+    if c.exporter.is_some() {
+        let secret = config::exporter_secret(c, observed.secret_data(&c.names.exporter), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children

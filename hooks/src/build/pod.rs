@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::core::v1::{
         Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
-        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretVolumeSource,
-        SecurityContext, Volume, VolumeMount,
+        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretKeySelector,
+        SecretVolumeSource, SecurityContext, Volume, VolumeMount,
     },
     apimachinery::pkg::api::resource::Quantity,
 };
@@ -29,6 +29,23 @@ pub const INSTALL_SCRIPTS: &str = "install-scripts";
 #[must_use]
 pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
+}
+
+/// `NAME` from key `key` of Secret `secret`.
+#[must_use]
+pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// The variables every Job script reads (see `hooks/scripts/README.md`): a Job is

@@ -16,9 +16,9 @@ use k8s_openapi::{
             StatefulSetSpec, StatefulSetUpdateStrategy,
         },
         core::v1::{
-            Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
+            Affinity, Container, ContainerPort, EnvVar, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
             PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
-            TopologySpreadConstraint, WeightedPodAffinityTerm,
+            SecretVolumeSource, TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
         },
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
@@ -27,7 +27,7 @@ use k8s_openapi::{
 use super::{meta, pod};
 use crate::{
     api::{AntiAffinity, DeletionPolicy, Flavor},
-    labels, memory,
+    credentials, labels, memory,
     model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
     names::short_hash,
     scripts,
@@ -158,7 +158,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
     };
     PodSpec {
         init_containers: Some(vec![pod::install_scripts(c), container("init", pod::run_script("init.sh"))]),
-        containers: vec![
+        containers: [
             Container {
                 ports: Some(vec![ContainerPort {
                     name: Some("mysql".to_owned()),
@@ -184,18 +184,36 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             },
             Container {
                 resources: Some(pod::small_resources("10m", "32Mi", "128Mi")),
+                env: Some(env.iter().cloned().chain(exporter_account_env(c)).collect()),
+                volume_mounts: Some(
+                    mounts
+                        .iter()
+                        .cloned()
+                        .chain(c.exporter.as_ref().map(|_| pod::mount("exporter-secret", EXPORTER_SECRET_DIR, true)))
+                        .collect(),
+                ),
                 ..container("agent", pod::run_script("agent.sh"))
             },
-        ],
-        volumes: Some(vec![
-            pod::config_volume(c),
-            pod::option_file_volume(c),
-            pod::scripts_volume(),
-            pod::credentials_volume(c),
-            pod::empty_dir("conf"),
-            pod::empty_dir("run"),
-            pod::empty_dir("tmp"),
-        ]),
+        ]
+        .into_iter()
+        .chain(exporter(c))
+        .collect(),
+        volumes: Some(
+            vec![pod::config_volume(c), pod::option_file_volume(c), pod::scripts_volume(), pod::credentials_volume(c)]
+                .into_iter()
+                .chain(c.exporter.as_ref().map(|_| Volume {
+                    name: "exporter-secret".to_owned(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(c.names.exporter.clone()),
+                        default_mode: Some(0o440),
+                        optional: Some(false),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }))
+                .chain([pod::empty_dir("conf"), pod::empty_dir("run"), pod::empty_dir("tmp")])
+                .collect(),
+        ),
         security_context: Some(pod::pod_security()),
         // mysqld flushes and closes cleanly on SIGTERM; give a large buffer pool time.
         termination_grace_period_seconds: Some(120),
@@ -259,6 +277,55 @@ fn spread(c: &Cluster, selector: &BTreeMap<String, String>) -> Option<Vec<Topolo
 }
 
 const DATA_DIR_VOLUME: &str = DATA_VOLUME;
+
+/// The socket the exporter logs in through: mysqld's own in both images, on the
+/// `run` emptyDir the containers share. A socket login is how MySQL 8.4's default
+/// `caching_sha2_password` works without TLS, and it keeps the account local.
+const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
+/// The exporter's port.
+pub const EXPORTER_PORT: i32 = 9104;
+
+/// For the agent, with the exporter: it keeps the account `exporter` on the primary
+/// with this password (`exporter-user.sh`), checking it through the socket.
+fn exporter_account_env(c: &Cluster) -> Vec<EnvVar> {
+    if c.exporter.is_none() {
+        return Vec::new();
+    }
+    vec![
+        pod::env("EXPORTER_PASSWORD_FILE", format!("{EXPORTER_SECRET_DIR}/{}", credentials::EXPORTER_PASSWORD)),
+        pod::env("EXPORTER_SOCKET", SOCKET),
+    ]
+}
+
+/// Where the agent finds the exporter's password (a file, never its environment).
+const EXPORTER_SECRET_DIR: &str = "/etc/mysql-hook-exporter";
+
+/// The `mysqld_exporter` sidecar, when asked for. It has no probes on purpose: a
+/// container that is not Ready makes the pod not Ready, and a primary pod that is
+/// not Ready is failed over; an exporter that cannot log in says so itself
+/// (`mysql_up 0`). It mounts only the socket's directory, read-only.
+fn exporter(c: &Cluster) -> Option<Container> {
+    let e = c.exporter.as_ref()?;
+    Some(Container {
+        name: crate::model::EXPORTER.to_owned(),
+        image: Some(e.image.clone()),
+        args: Some(vec![
+            format!("--mysqld.address=unix://{SOCKET}"),
+            "--mysqld.username=exporter".to_owned(),
+            format!("--web.listen-address=:{EXPORTER_PORT}"),
+        ]),
+        env: Some(vec![pod::secret_env("MYSQLD_EXPORTER_PASSWORD", &c.names.exporter, credentials::EXPORTER_PASSWORD)]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_owned()),
+            container_port: EXPORTER_PORT,
+            ..Default::default()
+        }]),
+        resources: Some(e.resources.clone()),
+        volume_mounts: Some(vec![pod::mount("run", "/var/run/mysqld", true)]),
+        security_context: Some(pod::container_security()),
+        ..Default::default()
+    })
+}
 
 /// The server binary of each image.
 fn server_binary(flavor: Flavor) -> &'static str {
