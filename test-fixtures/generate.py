@@ -821,6 +821,7 @@ def cluster_job_labels(purpose):
 def backed_up(name, source="db-1", location=None, finished="2026-11-29T03:00:42Z"):
     return json.dumps({"result": "backed-up", "source": source, "location": location or f"/backups/db/{name}",
                        "bytes": 73400320, "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711",
+                       "sha256": "9f2c0e7a5b1d4c3e8f6a7b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e",
                        "startedAt": "2026-11-29T03:00:02Z", "finishedAt": finished, "databases": 2, "binlogs": 3},
                       separators=(",", ":"))
 

@@ -160,6 +160,8 @@ if [ -n "${BACKUP_SIGNING_KEY_FILE:-}" ]; then
 fi
 
 r_str location "$final"
+# the backup's checksum: SHA-256 of SHA256SUMS, which lists every file's
+r_str sha256 "$(sum=$(sha256sum "$work/SHA256SUMS"); printf '%s' "${sum%% *}")"
 r_raw bytes "$bytes"
 r_str gtid "$gtid"
 r_str startedAt "$started"

@@ -839,6 +839,10 @@ pub struct MySQLBackupStatus {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gtid: Option<String>,
+    /// The backup's checksum: SHA-256 of its `SHA256SUMS` (which lists the SHA-256 of
+    /// every file it wrote), so `sha256sum SHA256SUMS` in its folder gives it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Flavor of the cluster the backup came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor: Option<Flavor>,
@@ -848,6 +852,11 @@ pub struct MySQLBackupStatus {
     /// The `metadata.generation` this status was computed for (set by Metacontroller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// `Complete` (True once the backup succeeded) and `Failed` (True once it
+    /// failed), as a Job has them: `kubectl wait --for=condition=Complete
+    /// mysqlbackup/<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// Every CRD this hook serves, in the order they are written to `crd.yaml`.

@@ -37,6 +37,8 @@ pub struct ScriptResult {
     pub bytes: Option<i64>,
     pub source: Option<String>,
     pub gtid: Option<String>,
+    /// A backup's checksum (SHA-256 of its `SHA256SUMS`).
+    pub sha256: Option<String>,
     pub finished_at: Option<String>,
     pub reason: Option<String>,
     pub message: Option<String>,

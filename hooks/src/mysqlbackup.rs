@@ -70,7 +70,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         } else {
             pending(previous, format!("waiting for MySQL {cluster_name} in namespace {namespace}"))
         };
-        return Ok(answer(status, kept));
+        return Ok(answer(ctx, status, kept));
     };
     let Some((backup_spec, storage)) = backups::settings(mysql) else {
         let status = if terminal {
@@ -85,7 +85,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         } else {
             pending(previous, format!("MySQL {cluster_name} has no spec.backup.storage to write to"))
         };
-        return Ok(answer(status, kept));
+        return Ok(answer(ctx, status, kept));
     };
     let initialized = mysql
         .status
@@ -97,7 +97,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         } else {
             pending(previous, format!("waiting for MySQL {cluster_name} to be initialized"))
         };
-        return Ok(answer(status, None));
+        return Ok(answer(ctx, status, None));
     }
 
     // The cluster as its own hook sees it, from the MySQL and its server pods.
@@ -128,7 +128,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     if observed_job.is_none() && !terminal {
         // A Job that runs already keeps going; a new one needs a store it may use.
         if let Err(refusal) = gate.storage(&storage, backup_spec.signing_key.as_ref()) {
-            return Ok(answer(pending(previous, refusal.message), None));
+            return Ok(answer(ctx, pending(previous, refusal.message), None));
         }
     }
     let (pods_env, source) = pods_replicas_first(&cluster, &observed);
@@ -157,7 +157,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
 
     if terminal {
         // Kept while it exists (its logs), never created again.
-        return Ok(answer(previous, kept));
+        return Ok(answer(ctx, previous, kept));
     }
     let own_pods: Vec<&Pod> = request
         .related
@@ -188,6 +188,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
             status.bytes = result.bytes;
             status.source = result.source;
             status.gtid = result.gtid;
+            status.sha256 = result.sha256;
             status.message = None;
         }
         Outcome::Failed(result, at) => {
@@ -197,7 +198,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
             status.message = Some(format!("Job {job_name} failed: {}", result.explain()));
         }
     }
-    Ok(answer(status, Some(job)))
+    Ok(answer(ctx, status, Some(job)))
 }
 
 fn identity(parent: &MySQLBackup) -> Result<(&str, &str, &str)> {
@@ -221,7 +222,8 @@ fn finished(previous: MySQLBackupStatus, phase: BackupPhase, ctx: &Context, mess
     }
 }
 
-fn answer(status: MySQLBackupStatus, job: Option<Job>) -> BackupSyncResponse {
+fn answer(ctx: &Context, mut status: MySQLBackupStatus, job: Option<Job>) -> BackupSyncResponse {
+    status.conditions = backup_conditions(&status, ctx.now);
     let busy = !matches!(status.phase, Some(BackupPhase::Succeeded | BackupPhase::Failed));
     BackupSyncResponse {
         status,
@@ -229,6 +231,33 @@ fn answer(status: MySQLBackupStatus, job: Option<Job>) -> BackupSyncResponse {
         resync_after_seconds: busy.then_some(RESYNC_SECONDS),
     }
 }
+
+/// `Complete` and `Failed`, as a Job has them, from the phase.
+fn backup_conditions(
+    status: &MySQLBackupStatus,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    let mut c = conditions::Conditions::new(&status.conditions, now);
+    let message = match (&status.message, &status.location) {
+        (Some(m), _) => m.clone(),
+        (None, Some(l)) if status.phase == Some(BackupPhase::Succeeded) => format!("backed up to {l}"),
+        (None, _) => String::new(),
+    };
+    let (reason, complete, failed) = match status.phase {
+        Some(BackupPhase::Succeeded) => ("Succeeded", true, false),
+        Some(BackupPhase::Failed) => ("Failed", false, true),
+        Some(BackupPhase::Running) => ("Running", false, false),
+        Some(BackupPhase::Pending) | None => ("Pending", false, false),
+    };
+    c.set(COMPLETE, complete, reason, message.clone());
+    c.set(FAILED, failed, reason, message);
+    c.finish()
+}
+
+/// The `MySQLBackup` condition True once the backup succeeded.
+pub const COMPLETE: &str = "Complete";
+/// The `MySQLBackup` condition True once the backup failed.
+pub const FAILED: &str = "Failed";
 
 /// `PODS` with the Ready replicas first (ordinal order), then the others and the
 /// primary, and a sentence on where the backup will be read from.

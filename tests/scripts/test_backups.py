@@ -7,6 +7,7 @@ inside them or refuses before loading anything, accounts survive.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import subprocess
 import threading
 import time
@@ -58,6 +59,12 @@ def fmt(t: datetime.datetime) -> str:
 def backup(c: Cluster, bdir: Path, name: str, **env):
     r = c.run("backup.sh", BACKUP_DIR=bdir, BACKUP_NAME=name, **env)
     assert r.rc == 0 and r.json["result"] == "backed-up", r
+    # issue 19.6: the recorded checksum is that of SHA256SUMS, which lists every file's
+    sums = Path(bdir) / name / "SHA256SUMS"
+    assert r.json["sha256"] == hashlib.sha256(sums.read_bytes()).hexdigest(), r
+    listed = {ln.split()[1] for ln in sums.read_text().splitlines()}
+    written = {str(f.relative_to(sums.parent)) for f in sums.parent.rglob("*") if f.is_file()}
+    assert written - listed == {"SHA256SUMS", "result.json"} | ({"SIGNATURE"} & written), (written, listed)
     return r
 
 
