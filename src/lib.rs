@@ -7,6 +7,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod metrics;
+pub mod plan;
 pub mod request_span;
 pub mod tls;
 
