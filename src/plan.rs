@@ -91,7 +91,8 @@ pub struct PlanArgs {
 
     /// The live state as `kubectl get -o json` prints it (a List; `-`: standard
     /// input), e.g. `kubectl get -n NS mysql,statefulset,service,configmap,secret,pdb,endpointslice,job,cronjob,pod,pvc -o json`.
-    /// May be given more than once: the objects of all files count.
+    /// May be given more than once: the objects of all files count, a later file's
+    /// object replacing an earlier one of the same type, namespace and name.
     #[arg(long, value_name = "FILE")]
     pub live: Vec<PathBuf>,
 
@@ -359,35 +360,66 @@ fn default_and_prune(value: &mut Value, schema: &Value, path: &str, pruned: &mut
     }
 }
 
-/// The manifest's labels or annotations applied over the live ones as `kubectl
-/// apply` does: keys it sets are set, keys it set last time (its last-applied
-/// annotation) and no longer sets are removed, others are kept.
-fn apply_string_map(live: &mut Value, manifest: &Value, field: &str) {
-    let last_applied: Option<Value> = live
+/// The manifest applied over the live object as `kubectl apply` does for a custom
+/// resource (a JSON merge): what the manifest sets is set, objects merge key by key,
+/// fields it set last time (its `kubectl.kubernetes.io/last-applied-configuration`)
+/// and no longer sets are removed, fields others set are kept.
+fn three_way(live: &mut Value, last: Option<&Value>, manifest: &Value) {
+    let (Value::Object(live_map), Value::Object(wanted)) = (&mut *live, manifest) else {
+        *live = manifest.clone();
+        return;
+    };
+    for key in last.and_then(Value::as_object).into_iter().flat_map(Map::keys) {
+        if !wanted.contains_key(key) {
+            live_map.remove(key);
+        }
+    }
+    for (key, value) in wanted {
+        let last_value = last.and_then(|l| l.get(key));
+        match live_map.get_mut(key) {
+            Some(current) if current.is_object() && value.is_object() => three_way(current, last_value, value),
+            _ => {
+                live_map.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// `kubectl apply` of `manifest` (spec, labels, annotations) over the live
+/// `MySQL`; the note says when fields dropped from the manifest stay.
+fn kubectl_apply(live: &Value, manifest: &Value, notes: &mut Vec<String>) -> Value {
+    let last: Option<Value> = live
         .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
         .and_then(Value::as_str)
         .and_then(|s| serde_json::from_str(s).ok());
-    let wanted =
-        manifest.pointer(&format!("/metadata/{field}")).and_then(Value::as_object).cloned().unwrap_or_default();
-    let previously: BTreeSet<String> = last_applied
-        .as_ref()
-        .and_then(|l| l.pointer(&format!("/metadata/{field}")))
-        .and_then(Value::as_object)
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    let meta = metadata_mut(live);
-    let mut map = meta.get(field).and_then(Value::as_object).cloned().unwrap_or_default();
-    for key in previously {
-        if !wanted.contains_key(&key) {
-            map.remove(&key);
-        }
+    if last.is_none() {
+        notes.push(
+            "the live MySQL has no kubectl.kubernetes.io/last-applied-configuration annotation (it was not made with `kubectl apply`): fields the manifest leaves out stay as they are live, as `kubectl apply` keeps them".to_owned(),
+        );
     }
-    map.extend(wanted);
-    if map.is_empty() {
-        meta.remove(field);
-    } else {
-        meta.insert(field.to_owned(), Value::Object(map));
+    let mut object = live.clone();
+    let mut wanted = json!({"spec": manifest.get("spec").cloned().unwrap_or_else(|| json!({}))});
+    let mut previous = json!({"spec": last.as_ref().and_then(|l| l.get("spec")).cloned().unwrap_or(Value::Null)});
+    for field in ["labels", "annotations"] {
+        wanted[field] = manifest.pointer(&format!("/metadata/{field}")).cloned().unwrap_or_else(|| json!({}));
+        previous[field] =
+            last.as_ref().and_then(|l| l.pointer(&format!("/metadata/{field}"))).cloned().unwrap_or(Value::Null);
     }
+    let mut current = json!({
+        "spec": object.get("spec").cloned().unwrap_or_else(|| json!({})),
+        "labels": object.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({})),
+        "annotations": object.pointer("/metadata/annotations").cloned().unwrap_or_else(|| json!({})),
+    });
+    three_way(&mut current, Some(&previous), &wanted);
+    object["spec"] = current["spec"].take();
+    let meta = metadata_mut(&mut object);
+    for field in ["labels", "annotations"] {
+        match current[field].take() {
+            Value::Object(m) if !m.is_empty() => meta.insert(field.to_owned(), Value::Object(m)),
+            _ => meta.remove(field),
+        };
+    }
+    object
 }
 
 /// The parent as Metacontroller would send it.
@@ -419,12 +451,11 @@ fn parent(
                 ));
             }
             if let Some(live) = live {
-                let mut object = live.clone();
-                let spec_changed = object.get("spec") != wanted.get("spec");
-                object["spec"] = wanted.get("spec").cloned().unwrap_or_else(|| json!({}));
-                apply_string_map(&mut object, m, "labels");
-                apply_string_map(&mut object, m, "annotations");
-                if spec_changed {
+                let mut object = kubectl_apply(live, &wanted, &mut notes);
+                let mut spec_only = json!({"spec": object.get("spec").cloned().unwrap_or_else(|| json!({}))});
+                default_and_prune(&mut spec_only, &schema, "", &mut Vec::new());
+                object["spec"] = spec_only["spec"].take();
+                if object.get("spec") != live.get("spec") {
                     let generation = object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
                     metadata_mut(&mut object).insert("generation".to_owned(), json!(generation + 1));
                 }
@@ -713,7 +744,16 @@ pub fn plan(inputs: &Inputs) -> Result<Plan, String> {
             }
         }
     };
-    let live: Vec<Value> = live.into_iter().flatten().collect();
+    // An object in a later file replaces the one of the same type, namespace and name
+    // in an earlier file.
+    let mut live: Vec<Value> = live.into_iter().flatten().collect();
+    let identity = |o: &Value| {
+        (api_version_of(o).to_owned(), kind_of(o).to_owned(), namespace_of(o).to_owned(), name_of(o).to_owned())
+    };
+    let mut seen = BTreeSet::new();
+    live.reverse();
+    live.retain(|o| seen.insert(identity(o)));
+    live.reverse();
     let live_mysqls: Vec<&Value> = live.iter().filter(|o| is_mysql(o)).collect();
 
     // Which MySQL, in which namespace.
