@@ -62,11 +62,19 @@ pub struct Limits {
     pub retry_after_seconds: u32,
     /// How long the core may take for one request before the answer is 503.
     pub core_timeout: Duration,
+    /// How long the body of an admitted request may take to arrive before the answer
+    /// is 408 and its admission slot is free again.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_concurrent: 16, retry_after_seconds: 1, core_timeout: Duration::from_secs(8) }
+        Self {
+            max_concurrent: 16,
+            retry_after_seconds: 1,
+            core_timeout: Duration::from_secs(8),
+            body_timeout: Duration::from_secs(5),
+        }
     }
 }
 
@@ -76,6 +84,8 @@ pub struct State {
     pub entropy: Entropy,
     /// [`Context::scripts_image`].
     pub scripts_image: String,
+    /// [`Context::allowed_images`].
+    pub allowed_images: Vec<String>,
     pub clock: Clock,
     pub max_body_bytes: usize,
     pub limits: Limits,
@@ -98,6 +108,7 @@ impl State {
             metrics: Metrics::default(),
             entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
+            allowed_images: Vec::new(),
             clock,
             max_body_bytes,
             limits,
@@ -111,6 +122,14 @@ impl State {
     #[must_use]
     pub fn with_scripts_image(mut self, image: String) -> Self {
         self.scripts_image = image;
+        self
+    }
+
+    /// [`Context::allowed_images`]: the image repositories `spec.image` and an S3
+    /// store's `image` may name.
+    #[must_use]
+    pub fn with_allowed_images(mut self, repositories: Vec<String>) -> Self {
+        self.allowed_images = repositories;
         self
     }
 
@@ -220,23 +239,23 @@ async fn admit(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> R
     next.call(req).await.map(ServiceResponse::map_into_boxed_body)
 }
 
-async fn sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn sync(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "sync").await
 }
 
-async fn finalize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn finalize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "finalize").await
 }
 
-async fn customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn customize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "customize").await
 }
 
-async fn backup_sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn backup_sync(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "backup_sync").await
 }
 
-async fn backup_customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn backup_customize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "backup_customize").await
 }
 
@@ -279,47 +298,79 @@ impl Answer {
     }
 }
 
-/// Decodes, runs the core and encodes on a blocking thread under the timeout, and
-/// records the outcome.
-async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, hook: &'static str) -> HttpResponse {
+/// Reads the body of an admitted request: at most `max_body_bytes`, within
+/// `body_timeout`. The admission slot is taken before the body arrives, so a client
+/// that trickles it in (or never sends it) must not keep the slot any longer.
+async fn read_body(payload: web::Payload, state: &State) -> Result<web::Bytes, Answer> {
+    let limit = state.max_body_bytes;
+    match actix_web::rt::time::timeout(state.limits.body_timeout, payload.to_bytes_limited(limit)).await {
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Err(_)) => Err(Answer::refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {limit} bytes"),
+            "too_large",
+        )),
+        Ok(Ok(Err(e))) => {
+            Err(Answer::refusal(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}"), "bad_body"))
+        }
+        Err(_) => Err(Answer::refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!("the body did not arrive within {} ms", state.limits.body_timeout.as_millis()),
+            "body_timeout",
+        )),
+    }
+}
+
+/// Reads the body under its deadline, then decodes, runs the core and encodes on a
+/// blocking thread under the timeout, and records the outcome.
+async fn handle(req: &HttpRequest, payload: web::Payload, state: web::Data<State>, hook: &'static str) -> HttpResponse {
     let started = Instant::now();
     state.metrics.in_flight.inc();
     let entropy = (state.entropy)();
-    let answer = if !is_json(req) {
-        Answer::refusal(
+    let body = if is_json(req) { Some(read_body(payload, &state).await) } else { None };
+    let answer = match (body, entropy) {
+        (None, _) => Answer::refusal(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the body must be JSON (Content-Type: application/json)",
             "unsupported_media_type",
-        )
-    } else if let Some(entropy) = entropy {
-        // The blocking thread keeps the permit until it is really done, even if
-        // the answer has gone out as a timeout by then.
-        let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
-        let ctx = Context { now: (state.clock)(), entropy, scripts_image: state.scripts_image.clone() };
-        let work = web::block(move || {
-            let _permit = permit;
-            answer_hook(hook, &body, &ctx)
-        });
-        match actix_web::rt::time::timeout(state.limits.core_timeout, work).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => {
-                Answer::refusal(StatusCode::INTERNAL_SERVER_ERROR, "the hook panicked; nothing was changed", "panic")
-            }
-            Err(_) => Answer::refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!(
-                    "the hook did not answer within {} ms; nothing was changed",
-                    state.limits.core_timeout.as_millis()
+        ),
+        (Some(Err(refusal)), _) => refusal,
+        (Some(Ok(body)), Some(entropy)) => {
+            // The blocking thread keeps the permit until it is really done, even if
+            // the answer has gone out as a timeout by then.
+            let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
+            let ctx = Context {
+                now: (state.clock)(),
+                entropy,
+                scripts_image: state.scripts_image.clone(),
+                allowed_images: state.allowed_images.clone(),
+            };
+            let work = web::block(move || {
+                let _permit = permit;
+                answer_hook(hook, &body, &ctx)
+            });
+            match actix_web::rt::time::timeout(state.limits.core_timeout, work).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Answer::refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the hook panicked; nothing was changed",
+                    "panic",
                 ),
-                "timeout",
-            ),
+                Err(_) => Answer::refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!(
+                        "the hook did not answer within {} ms; nothing was changed",
+                        state.limits.core_timeout.as_millis()
+                    ),
+                    "timeout",
+                ),
+            }
         }
-    } else {
-        Answer::refusal(
+        (Some(Ok(_)), None) => Answer::refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "no randomness could be drawn for generated passwords; nothing was changed",
             "no_entropy",
-        )
+        ),
     };
     state.metrics.in_flight.dec();
     let outcome = answer.outcome;

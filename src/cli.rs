@@ -55,6 +55,15 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_SCRIPTS_IMAGE", default_value = crate::DEFAULT_SCRIPTS_IMAGE)]
     pub scripts_image: String,
 
+    /// Image repositories (`registry.example.com/db/mysql`, any tag or digest) that a
+    /// `MySQL`'s `spec.image` and an S3 backup store's `image` may name, comma
+    /// separated. Anyone who may create a `MySQL` chooses these images, and they run
+    /// with the database's credentials: list only images you trust. The default
+    /// images (`mysql`, `mariadb`, `amazon/aws-cli`) are always allowed. Empty (the
+    /// default): no overrides.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_IMAGES", value_delimiter = ',')]
+    pub allowed_images: Vec<String>,
+
     /// Worker threads; defaults to the number of CPUs.
     #[arg(long, global = true, env = "MYSQL_HOOK_WORKERS")]
     pub workers: Option<usize>,
@@ -72,6 +81,12 @@ pub struct ServeArgs {
     /// answer is 503 (keep it below the CompositeController's webhook timeout).
     #[arg(long, global = true, env = "MYSQL_HOOK_REQUEST_TIMEOUT_MS", default_value_t = 8000)]
     pub request_timeout_ms: u64,
+
+    /// How long the body of an admitted hook request may take to arrive, in
+    /// milliseconds; then the answer is 408 and the request's admission slot is free
+    /// again, so a slow client cannot hold one.
+    #[arg(long, global = true, env = "MYSQL_HOOK_BODY_READ_TIMEOUT_MS", default_value_t = 5000)]
+    pub body_read_timeout_ms: u64,
 
     /// On SIGTERM or SIGINT, seconds during which `/readyz` fails but requests are
     /// still served, so endpoints drop this pod before it stops listening.

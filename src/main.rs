@@ -29,7 +29,7 @@ fn main() -> ExitCode {
         Some(Command::InstallScripts { dir }) => {
             mysql_hook::install_scripts(&dir).map_err(|e| format!("installing the scripts into {}: {e}", dir.display()))
         }
-        Some(Command::Plan(args)) => return mysql_hook::plan::main(&args, &cli.serve.scripts_image),
+        Some(Command::Plan(args)) => return mysql_hook::plan::main(&args, &cli.serve),
         Some(Command::Serve) | None => serve(&cli.serve),
     };
     match result {
@@ -70,10 +70,14 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         max_concurrent: args.max_concurrent_requests,
         retry_after_seconds: args.retry_after_seconds,
         core_timeout: Duration::from_millis(args.request_timeout_ms),
+        body_timeout: Duration::from_millis(args.body_read_timeout_ms),
     };
+    let allowed_images: Vec<String> =
+        args.allowed_images.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
     let mut state =
         State::with_limits(Arc::new(app::system_entropy), Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits)
-            .with_scripts_image(args.scripts_image.clone());
+            .with_scripts_image(args.scripts_image.clone())
+            .with_allowed_images(allowed_images.clone());
     if let Some(path) = &args.auth_token_file {
         state = state.with_auth(TokenFile::load(path)?);
     }
@@ -90,6 +94,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         bearer_token = args.auth_token_file.is_some(),
         max_concurrent_requests = limits.max_concurrent,
         scripts_image = %args.scripts_image,
+        ?allowed_images,
         "serving /sync, /finalize, /customize, /backup/sync, /backup/customize"
     );
     let (delay, listen) = (Duration::from_secs(args.shutdown_delay_seconds), args.listen);

@@ -66,7 +66,7 @@ const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
 
 /// `(kind, apiVersion, resource)` of every type the plan handles: the child types
 /// of the CompositeController and what the customize hook may ask for.
-const KINDS: [(&str, &str, &str); 11] = [
+const KINDS: [(&str, &str, &str); 12] = [
     ("StatefulSet", "apps/v1", "statefulsets"),
     ("Service", "v1", "services"),
     ("ConfigMap", "v1", "configmaps"),
@@ -75,6 +75,7 @@ const KINDS: [(&str, &str, &str); 11] = [
     ("EndpointSlice", "discovery.k8s.io/v1", "endpointslices"),
     ("Job", "batch/v1", "jobs"),
     ("CronJob", "batch/v1", "cronjobs"),
+    ("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
     ("Pod", "v1", "pods"),
     ("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
     ("MySQLBackup", "mysqlhook.dev/v1alpha1", "mysqlbackups"),
@@ -90,7 +91,7 @@ pub struct PlanArgs {
     pub manifest: Option<PathBuf>,
 
     /// The live state as `kubectl get -o json` prints it (a List; `-`: standard
-    /// input), e.g. `kubectl get -n NS mysql,statefulset,service,configmap,secret,pdb,endpointslice,job,cronjob,pod,pvc -o json`.
+    /// input), e.g. `kubectl get -n NS mysql,statefulset,service,configmap,secret,pdb,endpointslice,job,cronjob,networkpolicy,pod,pvc -o json`.
     /// May be given more than once: the objects of all files count, a later file's
     /// object replacing an earlier one of the same type, namespace and name.
     #[arg(long, value_name = "FILE")]
@@ -128,8 +129,8 @@ pub struct Plan {
 /// Reads the inputs, plans, prints. Exit status 0: a plan was printed; 1: the
 /// inputs could not be used; 2: the hook would refuse the request.
 #[must_use]
-pub fn main(args: &PlanArgs, scripts_image: &str) -> ExitCode {
-    match run(args, scripts_image) {
+pub fn main(args: &PlanArgs, hook: &crate::cli::ServeArgs) -> ExitCode {
+    match run(args, hook) {
         Ok(plan) => {
             print!("{}", plan.text);
             if plan.refused { ExitCode::from(2) } else { ExitCode::SUCCESS }
@@ -141,7 +142,9 @@ pub fn main(args: &PlanArgs, scripts_image: &str) -> ExitCode {
     }
 }
 
-fn run(args: &PlanArgs, scripts_image: &str) -> Result<Plan, String> {
+/// The hook's own settings that shape its answers (`--scripts-image`,
+/// `--allowed-images`) come from the same flags and environment as `serve`.
+fn run(args: &PlanArgs, hook: &crate::cli::ServeArgs) -> Result<Plan, String> {
     if args.manifest.is_none() && args.live.is_empty() {
         return Err("give a MySQL manifest, the live state (--live), or both".to_owned());
     }
@@ -168,7 +171,12 @@ fn run(args: &PlanArgs, scripts_image: &str) -> Result<Plan, String> {
         manifest: args.manifest.as_ref().map(read).transpose()?,
         live: args.live.iter().map(read).collect::<Result<_, _>>()?,
         namespace: args.namespace.clone(),
-        context: Context { now, entropy, scripts_image: scripts_image.to_owned() },
+        context: Context {
+            now,
+            entropy,
+            scripts_image: hook.scripts_image.clone(),
+            allowed_images: hook.allowed_images.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+        },
     };
     plan(&inputs)
 }
@@ -798,8 +806,12 @@ pub fn plan(inputs: &Inputs) -> Result<Plan, String> {
 
     if !inputs.live.is_empty() && live_mysql.is_some() {
         let in_ns = |kind: &str| live.iter().any(|o| kind_of(o) == kind && namespace_of(o) == namespace);
-        if !in_ns("Secret") {
-            notes.push("the live state holds no Secret: the plan treats the credentials Secret as missing (add `secret` to `kubectl get`)".to_owned());
+        for (kind, _, _) in &cc.children {
+            if !in_ns(kind) && kind != "Job" && kind != "CronJob" {
+                notes.push(format!(
+                    "the live state holds no {kind}: any the hook wants is shown as created (was it left out of `kubectl get`?)"
+                ));
+            }
         }
         if !in_ns("Pod") {
             notes.push(
@@ -939,7 +951,7 @@ pub fn plan(inputs: &Inputs) -> Result<Plan, String> {
         }
     }
 
-    let secrets = secret_values(desired.values().chain(observed.values()));
+    let secrets = secret_values(desired.values().chain(&live));
     let mut out = String::new();
     let live_label =
         (!inputs.live.is_empty()).then(|| inputs.live.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>().join(", "));

@@ -13,6 +13,7 @@ with `UPDATE_GOLDEN=1 cargo test --test golden` until the chain is stable. Revie
 every changed response.json as a behaviour change.
 """
 import copy
+import hashlib
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ KEYS = {
     "EndpointSlice": "EndpointSlice.discovery.k8s.io/v1",
     "Job": "Job.batch/v1",
     "CronJob": "CronJob.batch/v1",
+    "NetworkPolicy": "NetworkPolicy.networking.k8s.io/v1",
 }
 
 CONTROLLER = {
@@ -48,6 +50,7 @@ CONTROLLER = {
             {"apiVersion": "discovery.k8s.io/v1", "resource": "endpointslices", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "batch/v1", "resource": "jobs"},
             {"apiVersion": "batch/v1", "resource": "cronjobs", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "networking.k8s.io/v1", "resource": "networkpolicies", "updateStrategy": {"method": "InPlace"}},
         ],
         "hooks": {
             "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/sync"}},
@@ -96,6 +99,17 @@ def response_of(hook, scenario):
         return json.load(f)
 
 
+def job_uid(name):
+    """A Job's uid, derived from its name, so that its pods can name it as their owner."""
+    return "21000000-0000-4000-8000-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def job_owner(name):
+    """The controller owner reference the Job controller sets on a Job's pods."""
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job_uid(name),
+             "controller": True, "blockOwnerDeletion": True}]
+
+
 def observed(children, job_states=None):
     """The hook's desired children as the API server would return them."""
     out = {k: {} for k in KEYS.values()}
@@ -119,6 +133,7 @@ def observed(children, job_states=None):
                            "currentRevision": m["name"] + "-7d9c8b6f5", "updateRevision": m["name"] + "-7d9c8b6f5",
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
+            m["uid"] = job_uid(m["name"])
             # A bootstrap Job still in an answer is, unless said otherwise, the record a
             # running cluster keeps of its first primary: finished.
             default = "succeeded" if m["labels"].get("mysqlhook.dev/purpose") == "bootstrap" else "running"
@@ -181,7 +196,8 @@ def job_pod(job, purpose, result=None, exit_code=0):
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-x7k2p", "namespace": NS, "uid": "20000000-0000-4000-8000-000000000001",
-                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"containers": [{"name": purpose, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": {"phase": "Running" if result is None else "Succeeded" if exit_code == 0 else "Failed",
                    "containerStatuses": [{"name": purpose, "ready": False, "restartCount": 0, "image": "mysql:8.4.3",
@@ -191,6 +207,38 @@ def job_pod(job, purpose, result=None, exit_code=0):
 
 def related(*pods):
     return {"Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
+
+
+# The S3 credentials Secret of the fixtures, opted in by its owner (label); the
+# customize hook asks Metacontroller for such Secrets only (hooks/src/access.rs).
+S3_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-s3", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000001",
+                 "resourceVersion": "39000", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"AWS_ACCESS_KEY_ID": "QUtJQUVYQU1QTEVGSVhUVVJF", "AWS_SECRET_ACCESS_KEY": "bm90LWEtcmVhbC1zZWNyZXQta2V5"},
+}
+
+
+SIGNING_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-signing", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000002",
+                 "resourceVersion": "39001", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"signing-key": "bm90LWEtcmVhbC1zaWduaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGVm"},
+}
+
+
+def with_signing_key(rel):
+    rel = copy.deepcopy(rel)
+    rel.setdefault("Secret.v1", {})[f"{NS}/backup-signing"] = copy.deepcopy(SIGNING_SECRET)
+    return rel
+
+
+def with_s3_secret(rel):
+    rel = copy.deepcopy(rel)
+    rel["Secret.v1"] = {f"{NS}/backup-s3": copy.deepcopy(S3_SECRET)}
+    return rel
 
 
 def request(parent_obj, children=None, rel=None, finalizing=False):
@@ -487,12 +535,35 @@ def main():
         related(*pods([True, True, True]))))
     write("sync", "config-refused", request(parent(status=st, config={"gtid_mode": "OFF", "max_connections": "500"}),
                                               live, related(*pods([True, True, True]))))
+    # Issue 18.4: spellings the server's option parser reads as read_only,
+    # skip_grant_tables and init_file (modifiers, an abbreviation), and options off
+    # the allow-list, next to an allowed one.
+    write("sync", "config-walkaround-refused", request(parent(status=st, config={
+        "skip-disable-read-only": "", "skip-gr": "", "init-f": "/var/lib/mysql/x.sql", "plugin_load_add": "x.so",
+        "loose-max-connections": "500"}), live, related(*pods([True, True, True]))))
+    # Issue 18.5: the applications in namespaces web and api may connect.
+    write("sync", "network-client-namespaces", request(parent(status=st, network={"clientNamespaces": ["web", "api"]}),
+                                                         live, related(*pods([True, True, True]))))
     write("sync", "storage-change", request(parent(status=st, storage={"size": "20Gi"}), live,
                                               related(*pods([True, True, True]))))
     write("sync", "resources-canonical", request(parent(status=st, resources={
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    # Placement and exposure knobs (issue 17.5): a new template, held for the walk.
+    write("sync", "placement-and-exposure", request(parent(status=st, pod={
+        "nodeSelector": {"pool": "databases"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "antiAffinity": "Required",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}],
+        "priorityClassName": "databases",
+        "imagePullSecrets": [{"name": "registry"}],
+        "labels": {"team": "payments", "app.kubernetes.io/instance": "stolen"},
+        "annotations": {"cost-center": "42"},
+    }, services={"primary": {"type": "LoadBalancer",
+                             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+                 "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 
@@ -698,7 +769,8 @@ def script_pod(job, labels, results, phase, name_suffix="x7k2p", main="backup", 
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-{name_suffix}", "namespace": NS, "uid": "20000000-0000-4000-8000-0000000000%02d" % (len(job) % 90),
-                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"initContainers": [{"name": c, "image": "mysql:8.4.3"} for c in inits],
                  "containers": [{"name": main, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": st,
@@ -728,12 +800,14 @@ def mysql_backup(name="nightly", cluster="db", status=None):
     return b
 
 
-def backup_request(b, jobs=None, mysqls=(), pods=()):
+def backup_request(b, jobs=None, mysqls=(), pods=(), secrets=()):
+    rel = {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
+           "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
+    if secrets:
+        rel["Secret.v1"] = {f"{NS}/{s['metadata']['name']}": s for s in secrets}
     return {"controller": BACKUP_CONTROLLER, "parent": b,
             "children": {"Job.batch/v1": {f"{NS}/{j['metadata']['name']}": j for j in (jobs or [])}},
-            "related": {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
-                        "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}},
-            "finalizing": False}
+            "related": rel, "finalizing": False}
 
 
 def jobs_of(response):
@@ -744,8 +818,20 @@ def backup_scenarios(running, st, live, deleting):
     ready3 = related(*pods([True, True, True]))
     # Scheduled backups: the CronJob, only once the cluster is initialized.
     write("sync", "backup-cronjob-pvc", request(parent(status=st, backup=PVC_BACKUP), live, ready3))
-    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, with_s3_secret(ready3)))
+    # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
+    # uploader image off the installer's list, a server image off it.
+    write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    evil_uploader = copy.deepcopy(S3_BACKUP)
+    evil_uploader["storage"]["s3"]["image"] = "evil.example.com/aws-cli:2"
+    write("sync", "backup-s3-image-not-allowed", request(parent(status=st, backup=evil_uploader), live,
+                                                           with_s3_secret(ready3)))
+    write("sync", "image-not-allowed", request(parent(status=st, image="evil.example.com/mysql:8.4.3"), live, ready3))
     write("sync", "backup-not-before-bootstrap", request(parent(backup=PVC_BACKUP)))
+    # Issue 18.6: backups signed with a key kept outside the store (an opted-in Secret).
+    signed = dict(PVC_BACKUP, signingKey={"name": "backup-signing"})
+    write("sync", "backup-signed", request(parent(status=st, backup=signed), live, with_signing_key(ready3)))
+    write("sync", "backup-signing-key-not-opted-in", request(parent(status=st, backup=signed), live, ready3))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
@@ -835,13 +921,23 @@ def backup_scenarios(running, st, live, deleting):
                   "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
-                                                  related(*pods([True, False, False]))))
+                                                  with_s3_secret(related(*pods([True, False, False])))))
+        write("sync", "restore-pitr-s3-signed", request(
+            parent(restore=dict(s3_restore, signingKey={"name": "backup-signing"}), status=new_r["status"]),
+            observed(new_r["children"]), with_signing_key(with_s3_secret(related(*pods([True, False, False]))))))
+        write("sync", "restore-s3-credentials-not-opted-in", request(
+            parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
+            related(*pods([True, False, False]))))
 
     # Finalize with deletionPolicy Backup.
     write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
                                                     related(*pods([True, True, True])), True))
     write("finalize", "backup-job-emitted", request(deleting(deletionPolicy="Backup", backup=PVC_BACKUP), live,
                                                     related(*pods([True, True, True])), True))
+    write("finalize", "backup-s3-job-emitted", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                       with_s3_secret(related(*pods([True, True, True]))), True))
+    write("finalize", "backup-s3-refused", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                   related(*pods([True, True, True])), True))
     emitted = response_of("finalize", "backup-job-emitted")
     if emitted is not None:
         fj = [j for j in jobs_of(emitted) if "-final-backup-" in j["metadata"]["name"]][0]
@@ -873,6 +969,11 @@ def backup_scenarios(running, st, live, deleting):
                                                                  pods=pods([True, False, True])))
     write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                      pods=pods([True, False, False])))
+    s3_cluster = parent(status=st, backup=S3_BACKUP)
+    write("backup-sync", "running-s3", backup_request(mysql_backup(), mysqls=[s3_cluster], pods=pods([True, True, True]),
+                                                      secrets=[S3_SECRET]))
+    write("backup-sync", "s3-credentials-not-opted-in", backup_request(mysql_backup(), mysqls=[s3_cluster],
+                                                                       pods=pods([True, True, True])))
     rb = response_of("backup-sync", "running-from-replica")
     if rb is not None and jobs_of(rb):
         bjob = jobs_of(rb)[0]

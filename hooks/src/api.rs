@@ -16,6 +16,9 @@ use k8s_openapi::{
     },
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
+mod placement;
+
+pub use placement::{AntiAffinity, PodPlacement, ServiceExposure, ServiceType, ServicesSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +60,9 @@ pub struct MySQLSpec {
     pub flavor: Flavor,
 
     /// Full image reference overriding the default `mysql:<version>` /
-    /// `mariadb:<version>`.
+    /// `mariadb:<version>`: a tag or digest of the default repository, or an image of a
+    /// repository the hook's `--allowed-images` lists (else refused, and the running
+    /// or default image kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
@@ -69,10 +74,12 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
-    /// Extra `[mysqld]` options, `name: value`. Options the hook manages for
-    /// replication safety (GTIDs, binary log, read-only, server id) are refused.
-    /// At most 64 options; the bounds keep the CEL rule within the API server's cost
-    /// budget.
+    /// Extra `[mysqld]` options, `name: value`: tuning options on the hook's
+    /// allow-list only (docs/security.md), in any spelling the server accepts (`-`
+    /// or `_`, `loose-`, `skip-`, ... prefixes). Anything else, such as the options
+    /// the hook manages for replication safety or that switch off authentication or
+    /// load code, is refused and the running configuration kept. At most 64 options;
+    /// the bounds keep the CEL rule within the API server's cost budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"type": "string", "maxLength": 1024}))]
     #[x_kube(validation = Rule::new("self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-', at most 64), values are single lines"))]
@@ -99,6 +106,19 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
 
+    /// Where the server pods are scheduled (node selector, tolerations, affinity,
+    /// spread, priority, pull secrets) and extra pod labels and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPlacement>,
+
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServicesSpec>,
+
+    /// Who may connect to the servers: the NetworkPolicy `<name>` (issue 18.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
+
     /// Start the new cluster from a backup. Only read while the cluster has not yet
     /// been initialized; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,6 +128,19 @@ pub struct MySQLSpec {
 
 fn default_replicas() -> i32 {
     3
+}
+
+/// Network access to the servers. The cluster's own pods (replication, its Jobs)
+/// and the namespace's `MySQLBackup` Jobs always reach port 3306; nothing reaches
+/// any other port.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// Namespaces whose pods may connect to port 3306 (the applications). Unset:
+    /// the cluster's own namespace. Empty: none besides the cluster's own pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub client_namespaces: Option<Vec<String>>,
 }
 
 /// The database server family.
@@ -435,10 +468,33 @@ pub struct BackupSpec {
     #[serde(default = "default_keep")]
     #[schemars(range(min = 1, max = 1000))]
     pub keep: i32,
+
+    /// Sign every backup with this key (HMAC-SHA256 over the backup's checksums,
+    /// `SIGNATURE` next to them), kept outside the store: a restore given the same
+    /// key loads only backups it signed. The Secret must be opted in like S3
+    /// credentials (label `mysqlhook.dev/backup-credentials: "true"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 fn default_keep() -> i32 {
     7
+}
+
+/// One key of a Secret in the cluster's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key; default `signing-key`.
+    #[serde(default = "default_signing_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_signing_key() -> String {
+    "signing-key".to_owned()
 }
 
 /// A backup store: exactly one of a PersistentVolumeClaim or an S3-compatible bucket.
@@ -496,11 +552,15 @@ pub struct S3Target {
     pub region: Option<String>,
 
     /// A Secret in the cluster's namespace with keys `AWS_ACCESS_KEY_ID` and
-    /// `AWS_SECRET_ACCESS_KEY`.
+    /// `AWS_SECRET_ACCESS_KEY` (optionally `AWS_SESSION_TOKEN`), which its owner opted
+    /// in with the label `mysqlhook.dev/backup-credentials: "true"` (and optionally
+    /// the annotation `mysqlhook.dev/allowed-clusters`, comma-separated `MySQL`
+    /// names). The uploader gets only those keys.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
 
-    /// The uploader image: `sh` plus the AWS CLI v2.
+    /// The uploader image: `sh` plus the AWS CLI v2. Another `amazon/aws-cli` tag, or
+    /// an image of a repository the hook's `--allowed-images` lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
@@ -538,6 +598,12 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub binlogs_from: Option<String>,
+
+    /// Load only a backup signed with this key (`spec.backup.signingKey` of the
+    /// cluster that wrote it): a missing or wrong signature fails the restore before
+    /// anything is loaded. Opted in like S3 credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 /// Progress of a backup or a restore.

@@ -74,6 +74,7 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         pods: c.pods_env(),
         retention: Some(Retention { job_prefix: name.clone(), keep: spec.keep }),
         labels: pod_labels(c, SCHEDULED),
+        signing_key: spec.signing_key.as_ref(),
     };
     Some(backup::cron_job(&name, schedule, &pod))
 }
@@ -186,7 +187,11 @@ pub fn final_job_name(c: &Cluster) -> String {
 
 /// The final backup Job.
 #[must_use]
-pub fn final_job(c: &Cluster, storage: &BackupStorage) -> k8s_openapi::api::batch::v1::Job {
+pub fn final_job(
+    c: &Cluster,
+    storage: &BackupStorage,
+    signing_key: Option<&crate::api::SecretKeyRef>,
+) -> k8s_openapi::api::batch::v1::Job {
     let name = final_job_name(c);
     let labels = pod_labels(c, FINAL);
     let pod = BackupPod {
@@ -197,6 +202,7 @@ pub fn final_job(c: &Cluster, storage: &BackupStorage) -> k8s_openapi::api::batc
         pods: c.pods_env(),
         retention: None,
         labels: labels.clone(),
+        signing_key,
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

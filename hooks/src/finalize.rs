@@ -20,7 +20,7 @@
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::{
-    Context,
+    Context, access,
     api::{BackupPhase, BackupRecord, BackupStatus, DeletionPolicy, MySQLStatus, Phase},
     backups,
     build::statefulset,
@@ -45,10 +45,10 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     let names = Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
     let memory = crate::memory::recall(&request.parent, &observed, &names);
-    let (cluster, _) = Cluster::resolve(
+    let (cluster, _) = access::resolve(
         &request.parent,
         &observed,
-        &ctx.scripts_image,
+        ctx,
         memory.primary.as_ref().map(|p| p.pod.as_str()),
         memory.newest_version,
     );
@@ -73,7 +73,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     // for servers that never start, or "succeed" on half-loaded data.
     let never_initialized = cluster.deletion_policy == DeletionPolicy::Backup && !memory.initialized;
     let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup && memory.initialized)
-        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref()));
+        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref(), ctx));
     let mut reason = if never_initialized { "NeverInitialized" } else { deletion_reason(cluster.deletion_policy) };
     let (mut children, finalized, message) = match &final_backup {
         Some(FinalBackup::NoTarget) => {
@@ -82,6 +82,17 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
                 keep_everything(request, ctx)?,
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
+            )
+        }
+        Some(FinalBackup::Refused(refusal)) => {
+            reason = "FinalBackupRefused";
+            (
+                keep_everything(request, ctx)?,
+                false,
+                format!(
+                    "the final backup cannot start: {}; the cluster is kept. Fix the store, or set deletionPolicy to Retain or Delete to proceed without it",
+                    refusal.message
+                ),
             )
         }
         Some(FinalBackup::Running(job)) => {
@@ -230,6 +241,8 @@ fn keep_everything(request: &SyncRequest, ctx: &Context) -> Result<Vec<Child>> {
 enum FinalBackup {
     /// No `spec.backup.storage`: nowhere to write it.
     NoTarget,
+    /// A store this cluster may not use ([`access`]), and no Job started yet.
+    Refused(access::Refusal),
     Running(Box<Job>),
     Failed(Box<Job>, BackupRecord),
     /// Succeeded; the Job if it still exists.
@@ -241,16 +254,28 @@ fn final_backup(
     c: &Cluster,
     observed: &Observed<'_>,
     previous: Option<&BackupStatus>,
+    ctx: &Context,
 ) -> FinalBackup {
-    let Some((_, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
+    let Some((spec, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
     let name = backups::final_job_name(c);
-    let job = Box::new(backups::final_job(c, &storage));
+    let job = Box::new(backups::final_job(c, &storage, spec.signing_key.as_ref()));
     let Some(existing) = observed.job(&name) else {
         return match previous.and_then(|b| b.final_backup.as_ref()) {
             Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {
                 FinalBackup::Succeeded(None, r.clone())
             }
-            _ => FinalBackup::Running(job),
+            _ => {
+                let gate = access::Gate {
+                    namespace: &c.namespace,
+                    cluster: &c.names.cluster,
+                    secrets: &request.related.secrets,
+                    allowed_images: &ctx.allowed_images,
+                };
+                match gate.storage(&storage, spec.signing_key.as_ref()) {
+                    Ok(()) => FinalBackup::Running(job),
+                    Err(refusal) => FinalBackup::Refused(refusal),
+                }
+            }
         };
     };
     let pods = jobs::pods_by_job(request.related.pods.values(), |p| {

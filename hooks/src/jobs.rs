@@ -144,9 +144,12 @@ pub fn outcome_from_pods(pods: &[&Pod], backoff_limit: i32) -> Outcome {
     Outcome::Running
 }
 
-/// A Job that is a child: its status says whether it ended, its pods why.
+/// A Job that is a child: its status says whether it ended, its pods why. Only
+/// pods this very Job controls count ([`owned_by`]).
 #[must_use]
 pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
+    let owned: Vec<&Pod> = pods.iter().copied().filter(|p| owned_by(p, job)).collect();
+    let pods = owned.as_slice();
     match Observed::job_state(job) {
         JobState::Running => Outcome::Running,
         JobState::Succeeded => match outcome_from_pods(pods, 0) {
@@ -191,7 +194,32 @@ pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
     }
 }
 
-/// Pods by the Job that owns them, among `pods`, keeping those `keep` accepts.
+/// The Job that controls `pod`, by name and uid: the controller owner reference of
+/// kind `batch/v1` Job, which the Job controller sets on every pod it creates.
+/// Labels prove nothing: whoever may create a pod can write `job-name`, and a
+/// terminated container's message is the pod's own status.
+#[must_use]
+pub fn owner_job(pod: &Pod) -> Option<(&str, &str)> {
+    pod.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+        .map(|o| (o.name.as_str(), o.uid.as_str()))
+}
+
+/// Whether the observed Job `job` controls `pod`: same name and, when the Job's
+/// uid is known, the same uid (a Job deleted and created again under the same name
+/// is another Job).
+#[must_use]
+pub fn owned_by(pod: &Pod, job: &Job) -> bool {
+    owner_job(pod).is_some_and(|(name, uid)| {
+        job.metadata.name.as_deref() == Some(name) && job.metadata.uid.as_deref().is_none_or(|u| u == uid)
+    })
+}
+
+/// Pods by the Job that controls them ([`owner_job`]), among `pods`, keeping those
+/// `keep` accepts.
 #[must_use]
 pub fn pods_by_job<'a>(
     pods: impl Iterator<Item = &'a Pod>,
@@ -199,11 +227,7 @@ pub fn pods_by_job<'a>(
 ) -> BTreeMap<&'a str, Vec<&'a Pod>> {
     let mut out: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for pod in pods.filter(|p| keep(p)) {
-        let labels = pod.metadata.labels.as_ref();
-        let job = labels
-            .and_then(|l| l.get("batch.kubernetes.io/job-name").or_else(|| l.get("job-name")))
-            .map(String::as_str);
-        if let Some(job) = job {
+        if let Some((job, _)) = owner_job(pod) {
             out.entry(job).or_default().push(pod);
         }
     }

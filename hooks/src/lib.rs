@@ -9,6 +9,7 @@
 //!
 //! A newcomer's map:
 //! - [`api`]: the `MySQL` CRD types (the CRD is generated from them);
+//! - [`access`]: which S3 credentials Secrets and images a `MySQL` may use;
 //! - [`metacontroller`]: the hook protocol's request and response shapes;
 //! - [`observed`]: what came in, as pods by ordinal and Jobs;
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
@@ -23,6 +24,7 @@
 //!   and reading what backup and restore Jobs report;
 //! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
 
+pub mod access;
 pub mod api;
 pub mod backups;
 pub mod bootstrap;
@@ -71,4 +73,9 @@ pub struct Context {
     /// from (see [`scripts`]). The scripts thus always match the hook that reads
     /// their results, and do not travel through every sync in a ConfigMap.
     pub scripts_image: String,
+    /// Image repositories the installer allows in `spec.image` and in an S3 store's
+    /// `image` (`--allowed-images`): an override whose repository (the reference
+    /// without `:tag` and `@digest`) is not listed, and is not the repository of the
+    /// default it replaces, is refused (see [`access`]). Empty: no overrides.
+    pub allowed_images: Vec<String>,
 }

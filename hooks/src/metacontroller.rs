@@ -13,6 +13,7 @@ use k8s_openapi::api::{
     batch::v1::{CronJob, Job},
     core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
+    networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
 };
 use serde::{Deserialize, Serialize, de::IgnoredAny};
@@ -63,6 +64,8 @@ pub struct Children {
     pub jobs: ByKey<Job>,
     #[serde(rename = "CronJob.batch/v1", default)]
     pub cron_jobs: ByKey<CronJob>,
+    #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default)]
+    pub network_policies: ByKey<NetworkPolicy>,
 }
 
 /// Related objects requested by [`crate::customize`].
@@ -77,6 +80,10 @@ pub struct Related {
     /// its selector): finalize checks which of them the StatefulSet still owns.
     #[serde(rename = "PersistentVolumeClaim.v1", default)]
     pub claims: ByKey<PersistentVolumeClaim>,
+    /// The namespace's Secrets opted in as S3 backup credentials
+    /// ([`crate::access`]), when the cluster uses an S3 store.
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).
@@ -110,6 +117,9 @@ pub struct BackupRelated {
     pub mysqls: ByKey<MySQL>,
     #[serde(rename = "Pod.v1", default)]
     pub pods: ByKey<Pod>,
+    /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a customize call of the `MySQLBackup` controller.
@@ -154,6 +164,7 @@ pub enum Child {
     EndpointSlice(Box<EndpointSlice>),
     Job(Box<Job>),
     CronJob(Box<CronJob>),
+    NetworkPolicy(Box<NetworkPolicy>),
 }
 
 impl Child {
@@ -168,6 +179,7 @@ impl Child {
             Self::CronJob(o) => ("CronJob", name(&o.metadata)),
             Self::EndpointSlice(o) => ("EndpointSlice", name(&o.metadata)),
             Self::Job(o) => ("Job", name(&o.metadata)),
+            Self::NetworkPolicy(o) => ("NetworkPolicy", name(&o.metadata)),
             Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
             Self::Secret(o) => ("Secret", name(&o.metadata)),
             Self::Service(o) => ("Service", name(&o.metadata)),

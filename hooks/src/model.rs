@@ -58,6 +58,11 @@ pub struct Cluster {
     /// The hook's own image: every pod installs the scripts from it (see
     /// [`crate::build::pod::install_scripts`]).
     pub scripts_image: String,
+    /// Where the pods run, with extra pod labels that would change the hook's own
+    /// already removed (see [`crate::api::PodPlacement`]).
+    pub placement: crate::api::PodPlacement,
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    pub services: crate::api::ServicesSpec,
 }
 
 /// The data volume claim template's name, fixed: changing it would orphan every
@@ -122,7 +127,7 @@ impl Cluster {
         };
 
         // Config: refused keys keep the running option file.
-        let refused = mycnf::refused_keys(&spec.config);
+        let refused = mycnf::refused_keys(spec.flavor, &spec.config);
         let malformed = mycnf::malformed_entries(&spec.config);
         // The option file the running template names (or, from before option files
         // were content-addressed, the one in the config ConfigMap).
@@ -139,7 +144,7 @@ impl Cluster {
                 problems.push(Problem {
                     reason: "ConfigRefused",
                     message: format!(
-                        "spec.config sets options the hook manages for replication safety: {}; the running configuration is kept",
+                        "spec.config sets options that are not on the allow-list of tuning options (docs/security.md): {}; the running configuration is kept",
                         refused.join(", ")
                     ),
                 });
@@ -211,6 +216,28 @@ impl Cluster {
                 ),
             });
         }
+        let mut placement = spec.pod.clone().unwrap_or_default();
+        let ours = crate::labels::common(&names, crate::labels::DATABASE);
+        let clashing: Vec<String> = placement
+            .labels
+            .keys()
+            .filter(|k| {
+                ours.contains_key(*k) || k.starts_with("statefulset.kubernetes.io/") || *k == "controller-revision-hash"
+            })
+            .cloned()
+            .chain(placement.annotations.keys().filter(|k| k.starts_with("mysqlhook.dev/")).cloned())
+            .collect();
+        if !clashing.is_empty() {
+            placement.labels.retain(|k, _| !clashing.contains(k));
+            placement.annotations.retain(|k, _| !clashing.contains(k));
+            problems.push(Problem {
+                reason: "PodLabelsIgnored",
+                message: format!(
+                    "spec.pod labels or annotations the hook sets itself are ignored: {}",
+                    clashing.join(", ")
+                ),
+            });
+        }
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -232,6 +259,8 @@ impl Cluster {
             primary,
             names,
             scripts_image: scripts_image.to_owned(),
+            placement,
+            services: spec.services.clone().unwrap_or_default(),
         };
         (cluster, problems)
     }

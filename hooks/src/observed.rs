@@ -8,7 +8,7 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
-use crate::{labels, metacontroller::SyncRequest, names::Names};
+use crate::{jobs, labels, metacontroller::SyncRequest, names::Names};
 
 /// One server pod as the hook sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,8 @@ impl<'a> Observed<'a> {
             let label = |k: &str| pod_labels.and_then(|l| l.get(k)).map(String::as_str);
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             if label(labels::COMPONENT) == Some(labels::JOB) {
-                if let Some(job) = label("batch.kubernetes.io/job-name").or_else(|| label("job-name")) {
+                // By the Job that controls the pod, never by its labels.
+                if let Some((job, _)) = jobs::owner_job(pod) {
                     job_pods.entry(job).or_default().push(pod);
                 }
                 continue;
@@ -89,7 +90,12 @@ impl<'a> Observed<'a> {
                 },
             );
         }
-        for pods in job_pods.values_mut() {
+        // A Job that is a child is known by its uid too: pods of an earlier Job of
+        // the same name, or claiming it falsely, do not count.
+        for (job, pods) in &mut job_pods {
+            if let Some(observed) = request.children.jobs.values().find(|j| j.metadata.name.as_deref() == Some(*job)) {
+                pods.retain(|p| jobs::owned_by(p, observed));
+            }
             pods.sort_by_key(|p| p.metadata.name.as_deref());
         }
         let stateful_set = request

@@ -18,6 +18,7 @@
 use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
+    access,
     api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus},
     build::{
         backup::{self, RestorePod},
@@ -78,17 +79,26 @@ struct Source {
     name: String,
 }
 
+/// What decides the restore step.
+pub struct Facts<'a> {
+    pub parent: &'a MySQL,
+    pub cluster: &'a Cluster,
+    pub observed: &'a Observed<'a>,
+    /// The related `MySQLBackup`s.
+    pub backups: &'a [&'a MySQLBackup],
+    /// The related pods (Job pods among them).
+    pub pods: &'a [&'a Pod],
+    pub previous: &'a crate::api::MySQLStatus,
+    /// Bootstrap has happened ([`crate::memory`]): restoring is over for good.
+    pub initialized: bool,
+    /// The stores and images this cluster may use.
+    pub gate: &'a access::Gate<'a>,
+}
+
 /// Decides the restore step.
 #[must_use]
-pub fn plan(
-    parent: &MySQL,
-    c: &Cluster,
-    observed: &Observed<'_>,
-    backups: &[&MySQLBackup],
-    pods: &[&Pod],
-    previous: &crate::api::MySQLStatus,
-    initialized: bool,
-) -> Restore {
+pub fn plan(f: &Facts<'_>) -> Restore {
+    let Facts { parent, cluster: c, observed, backups, pods, previous, initialized, gate } = *f;
     let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
     if initialized || observed.job(&bootstrap_job).is_some() {
@@ -131,7 +141,7 @@ pub fn plan(
         }
         let Some(b) = found else {
             let (storage, name) = remembered.unwrap_or_default();
-            return plan_from(parent, c, observed, pods, Source { storage, name }, until);
+            return plan_from(parent, c, observed, pods, Source { storage, name }, until, gate);
         };
         let st = b.status.clone().unwrap_or_default();
         if st.phase != Some(BackupPhase::Succeeded) {
@@ -180,7 +190,7 @@ pub fn plan(
         };
         Source { storage: backup::resolve(storage, &c.names.cluster), name: name.clone() }
     };
-    plan_from(parent, c, observed, pods, source, until)
+    plan_from(parent, c, observed, pods, source, until, gate)
 }
 
 /// The restore Jobs from a resolved source, and where they stand.
@@ -191,10 +201,21 @@ fn plan_from(
     pods: &[&Pod],
     source: Source,
     until: Option<&str>,
+    gate: &access::Gate<'_>,
 ) -> Restore {
     let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let location = backup::location(&source.storage, &source.name);
     let restore_until = until.map(|t| t.trim_end_matches('Z').replacen('T', " ", 1));
+    // Restore Jobs read the store with its credentials: only a store this cluster may
+    // use. Jobs that run already keep going.
+    if let Err(refusal) = gate.storage(&source.storage, spec.signing_key.as_ref()) {
+        let started = (0..c.replicas).any(|o| {
+            observed.job(&c.names.job(PURPOSE, &format!("{o}-{}", &short_hash(c.uid.as_bytes())[..5]))).is_some()
+        });
+        if !started {
+            return Restore::waiting(BackupPhase::Pending, Some(location), until, refusal.reason, refusal.message);
+        }
+    }
 
     let mut jobs_out = Vec::new();
     let (mut done, mut running, mut failed) = (0, 0, Vec::new());
@@ -216,6 +237,7 @@ fn plan_from(
                 until: restore_until.clone(),
                 target: target.clone(),
                 labels: pod_labels,
+                verify_key: spec.signing_key.as_ref(),
             })),
             ..Default::default()
         };

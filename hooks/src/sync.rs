@@ -9,11 +9,11 @@ use k8s_openapi::{
 };
 
 use crate::{
-    Context, Timestamp,
+    Context, Timestamp, access,
     api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
     backups,
     bootstrap::{self, Bootstrap},
-    build::{config, pdb, service, statefulset},
+    build::{config, network, pdb, service, statefulset},
     conditions::Conditions,
     error::{Error, Result},
     memory,
@@ -40,18 +40,35 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     // What the hook must remember comes back from status, the ConfigMap and the
     // Jobs alike: a lost or stale status never bootstraps again or moves the primary.
     let memory = memory::recall(&request.parent, &observed, &names);
-    let (mut cluster, problems) = Cluster::resolve(
+    let (mut cluster, mut problems) = access::resolve(
         &request.parent,
         &observed,
-        &ctx.scripts_image,
+        ctx,
         memory.primary.as_ref().map(|p| p.pod.as_str()),
         memory.newest_version,
     );
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
     let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();
-    let restore =
-        restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous, memory.initialized);
+    let gate = access::Gate {
+        namespace: &cluster.namespace,
+        cluster: &cluster.names.cluster,
+        secrets: &request.related.secrets,
+        allowed_images: &ctx.allowed_images,
+    };
+    let restore = restore::plan(&restore::Facts {
+        parent: &request.parent,
+        cluster: &cluster,
+        observed: &observed,
+        backups: &related_backups,
+        pods: &pods,
+        previous: &previous,
+        initialized: memory.initialized,
+        gate: &gate,
+    });
+    // Scheduled backups only to a store this cluster may use.
+    let backup_refused = backups::settings(&request.parent)
+        .and_then(|(spec, storage)| gate.storage(&storage, spec.signing_key.as_ref()).err());
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {
@@ -108,12 +125,16 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
     let observed_cron = request
         .children
         .cron_jobs
         .values()
         .find(|j| j.metadata.name.as_deref() == Some(cluster.names.cron_job("backup").as_str()));
-    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized(), observed_cron) {
+    if let Some(refusal) = backup_refused {
+        problems.push(refusal.into());
+    } else if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized(), observed_cron)
+    {
         children.push(Child::CronJob(Box::new(cron_job)));
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -165,6 +186,7 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     keyed_by_name("EndpointSlice", &c.endpoint_slices)?;
     keyed_by_name("Job", &c.jobs)?;
     keyed_by_name("Pod", &r.pods)?;
+    keyed_by_name("Secret", &r.secrets)?;
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
     ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
     ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;

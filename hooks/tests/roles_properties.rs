@@ -257,7 +257,10 @@ fn request(s: &Scenario) -> Value {
                 json!({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": format!("{job_name}-abcde"), "namespace": "shop",
                                     "labels": labels(&[("app.kubernetes.io/component", "job"), ("mysqlhook.dev/purpose", purpose),
-                                                       ("batch.kubernetes.io/job-name", &job_name)])},
+                                                       ("batch.kubernetes.io/job-name", &job_name)]),
+                                    // as the Job controller sets it: results count only from the Job's own pods
+                                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                                         "uid": "prop", "controller": true}]},
                        "spec": {"containers": [{"name": purpose}]},
                        "status": {"phase": if code == 0 { "Succeeded" } else { "Failed" },
                                   "containerStatuses": [{"name": purpose, "ready": false, "restartCount": 0, "image": "", "imageID": "",
@@ -309,6 +312,7 @@ fn ctx() -> Context {
         now: Timestamp::from_second(NOW).unwrap_or_else(|e| panic!("{e}")),
         entropy: hooks::credentials::fold_seed(b"properties"),
         scripts_image: "mysql-hook:test".to_owned(),
+        allowed_images: Vec::new(),
     }
 }
 

@@ -80,7 +80,10 @@ impl Sim {
                        "metadata": {"name": format!("{name}-x"), "namespace": "shop", "labels": {
                            "app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
                            "app.kubernetes.io/component": "job", "mysqlhook.dev/purpose": "switchover",
-                           "batch.kubernetes.io/job-name": name}},
+                           "batch.kubernetes.io/job-name": name},
+                           // as the Job controller sets it: results count only from the Job's own pods
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                "uid": "sim", "controller": true}]},
                        "spec": {"containers": [{"name": "switchover"}]},
                        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "switchover", "ready": false,
                            "restartCount": 0, "image": "", "imageID": "", "state": {"terminated": {"exitCode": 0,
@@ -106,6 +109,7 @@ impl Sim {
             now: Timestamp::from_second(1_795_953_600 + self.clock).unwrap_or_else(|e| panic!("{e}")),
             entropy: [7; 32],
             scripts_image: "mysql-hook:test".to_owned(),
+            allowed_images: Vec::new(),
         };
         self.clock += 5;
         let out = serde_json::to_value(hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))

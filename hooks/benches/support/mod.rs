@@ -31,6 +31,7 @@ pub fn ctx() -> Context {
         now: NOW.parse::<Timestamp>().unwrap_or_else(|e| panic!("{e}")),
         entropy: hooks::credentials::fold_seed(b"mysql-hook test fixtures"),
         scripts_image: "ghcr.io/mysql-hook/mysql-hook:0.1.0".to_owned(),
+        allowed_images: Vec::new(),
     }
 }
 

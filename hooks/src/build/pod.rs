@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::core::v1::{
-        Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretKeySelector,
+        Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretVolumeSource,
         SecurityContext, Volume, VolumeMount,
     },
     apimachinery::pkg::api::resource::Quantity,
@@ -31,23 +31,11 @@ pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
 }
 
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.to_owned(),
-                key: key.to_owned(),
-                optional: Some(false),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 /// The variables every Job script reads (see `hooks/scripts/README.md`): a Job is
-/// created for the membership of its moment, so `PODS` is part of it.
+/// created for the membership of its moment, so `PODS` is part of it. The passwords
+/// are files of the [`credentials_volume`] (mounted by [`credentials_mount`]), never
+/// environment variables: an environment is inherited by every process a script
+/// starts, readable in `/proc/<pid>/environ` and shown by `kubectl describe`.
 #[must_use]
 pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
     let mut vars = credentials_env(c);
@@ -74,9 +62,46 @@ fn credentials_env(c: &Cluster) -> Vec<EnvVar> {
     vec![
         env("FLAVOR", c.flavor.as_str()),
         env("CLUSTER", c.names.cluster.as_str()),
-        secret_env("MYSQL_ROOT_PASSWORD", &c.credentials_secret, credentials::ROOT_PASSWORD),
-        secret_env("REPLICATION_PASSWORD", &c.credentials_secret, credentials::REPLICATION_PASSWORD),
+        env("MYSQL_ROOT_PASSWORD_FILE", credentials_path(credentials::ROOT_PASSWORD)),
+        env("REPLICATION_PASSWORD_FILE", credentials_path(credentials::REPLICATION_PASSWORD)),
     ]
+}
+
+/// Where the credentials Secret's keys are mounted, read-only.
+pub const CREDENTIALS_DIR: &str = "/etc/mysql-hook-credentials";
+/// Name of the volume of the credentials Secret.
+pub const CREDENTIALS_VOLUME: &str = "credentials";
+
+fn credentials_path(key: &str) -> String {
+    format!("{CREDENTIALS_DIR}/{key}")
+}
+
+/// The two password keys of the credentials Secret as files, readable by the
+/// `mysql` group only (`fsGroup`).
+#[must_use]
+pub fn credentials_volume(c: &Cluster) -> Volume {
+    Volume {
+        name: CREDENTIALS_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(c.credentials_secret.clone()),
+            items: Some(
+                credentials::KEYS
+                    .iter()
+                    .map(|k| KeyToPath { key: (*k).to_owned(), path: (*k).to_owned(), ..Default::default() })
+                    .collect(),
+            ),
+            default_mode: Some(0o440),
+            optional: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The credentials, for the containers that run scripts (and mysqld's probes).
+#[must_use]
+pub fn credentials_mount() -> VolumeMount {
+    mount(CREDENTIALS_VOLUME, CREDENTIALS_DIR, true)
 }
 
 /// `POD_NAME` from the downward API.
@@ -173,6 +198,16 @@ pub fn install_scripts(c: &Cluster) -> Container {
         security_context: Some(container_security()),
         ..Default::default()
     }
+}
+
+/// Where a Job pod runs, from `spec.pod`: the same nodes, taints, priority and
+/// pull secrets as the servers (affinity and spread are the servers' own).
+pub fn place_job(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    let p = &c.placement;
+    spec.node_selector = (!p.node_selector.is_empty()).then(|| p.node_selector.clone());
+    spec.tolerations = (!p.tolerations.is_empty()).then(|| p.tolerations.clone());
+    spec.priority_class_name.clone_from(&p.priority_class_name);
+    spec.image_pull_secrets = (!p.image_pull_secrets.is_empty()).then(|| p.image_pull_secrets.clone());
 }
 
 /// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.

@@ -18,7 +18,7 @@ use k8s_openapi::{
         core::v1::{
             Affinity, Container, ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
             PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
-            WeightedPodAffinityTerm,
+            TopologySpreadConstraint, WeightedPodAffinityTerm,
         },
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
@@ -26,7 +26,7 @@ use k8s_openapi::{
 
 use super::{meta, pod};
 use crate::{
-    api::{DeletionPolicy, Flavor},
+    api::{AntiAffinity, DeletionPolicy, Flavor},
     labels, memory,
     model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
     names::short_hash,
@@ -91,12 +91,14 @@ pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
 #[must_use]
 pub fn template(c: &Cluster) -> PodTemplateSpec {
     let selector = labels::database_selector(&c.names);
+    // Extra labels and annotations first, the hook's own over them (model.rs has
+    // already removed and reported any that would clash).
+    let mut pod_labels = c.placement.labels.clone();
+    pod_labels.extend(labels::common(&c.names, labels::DATABASE));
+    let mut annotations = c.placement.annotations.clone();
+    annotations.insert(VERSION.to_owned(), c.version.clone());
     let mut template = PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels::common(&c.names, labels::DATABASE)),
-            annotations: Some(BTreeMap::from([(VERSION.to_owned(), c.version.clone())])),
-            ..Default::default()
-        }),
+        metadata: Some(ObjectMeta { labels: Some(pod_labels), annotations: Some(annotations), ..Default::default() }),
         spec: Some(pod_spec(c, &selector)),
     };
     let hash = short_hash(&serde_json::to_vec(&template).unwrap_or_default());
@@ -132,6 +134,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::config_mount(),
         pod::mount(pod::OPTION_FILE_VOLUME, pod::OPTION_FILE_DIR, true),
         pod::scripts_mount(),
+        pod::credentials_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
@@ -188,6 +191,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             pod::config_volume(c),
             pod::option_file_volume(c),
             pod::scripts_volume(),
+            pod::credentials_volume(c),
             pod::empty_dir("conf"),
             pod::empty_dir("run"),
             pod::empty_dir("tmp"),
@@ -195,26 +199,63 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         security_context: Some(pod::pod_security()),
         // mysqld flushes and closes cleanly on SIGTERM; give a large buffer pool time.
         termination_grace_period_seconds: Some(120),
-        affinity: Some(Affinity {
-            pod_anti_affinity: Some(PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        topology_key: "kubernetes.io/hostname".to_owned(),
-                        label_selector: Some(LabelSelector {
-                            match_labels: Some(selector.clone()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        affinity: Some(affinity(c, selector)),
+        topology_spread_constraints: spread(c, selector),
         enable_service_links: Some(false),
+        // Nothing in the pod talks to the Kubernetes API.
+        automount_service_account_token: Some(false),
+        node_selector: (!c.placement.node_selector.is_empty()).then(|| c.placement.node_selector.clone()),
+        tolerations: (!c.placement.tolerations.is_empty()).then(|| c.placement.tolerations.clone()),
+        priority_class_name: c.placement.priority_class_name.clone(),
+        image_pull_secrets: (!c.placement.image_pull_secrets.is_empty())
+            .then(|| c.placement.image_pull_secrets.clone()),
         ..Default::default()
     }
+}
+
+/// `spec.pod.affinity` when given; else the servers spread over nodes, preferred or
+/// required (`spec.pod.antiAffinity`): a node lost then takes one server, not two.
+fn affinity(c: &Cluster, selector: &BTreeMap<String, String>) -> Affinity {
+    if let Some(a) = &c.placement.affinity {
+        return a.clone();
+    }
+    let term = PodAffinityTerm {
+        topology_key: "kubernetes.io/hostname".to_owned(),
+        label_selector: Some(LabelSelector { match_labels: Some(selector.clone()), ..Default::default() }),
+        ..Default::default()
+    };
+    let anti = match c.placement.anti_affinity {
+        AntiAffinity::Preferred => PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: term,
+            }]),
+            ..Default::default()
+        },
+        AntiAffinity::Required => PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..Default::default()
+        },
+    };
+    Affinity { pod_anti_affinity: Some(anti), ..Default::default() }
+}
+
+/// `spec.pod.topologySpreadConstraints`, each selecting the servers when it names no
+/// pods of its own.
+fn spread(c: &Cluster, selector: &BTreeMap<String, String>) -> Option<Vec<TopologySpreadConstraint>> {
+    let constraints: Vec<TopologySpreadConstraint> = c
+        .placement
+        .topology_spread_constraints
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if t.label_selector.is_none() {
+                t.label_selector = Some(LabelSelector { match_labels: Some(selector.clone()), ..Default::default() });
+            }
+            t
+        })
+        .collect();
+    (!constraints.is_empty()).then_some(constraints)
 }
 
 const DATA_DIR_VOLUME: &str = DATA_VOLUME;
