@@ -9,6 +9,11 @@
 #   - it is not already replicating from it,
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
 #     it reports rebuild-needed and does nothing.
+# An empty server (a new pod, a deleted volume) and one whose seeding was
+# interrupted first copy a donor (seed.sh: the primary may no longer have the
+# binary logs since the cluster began); so does a replica the primary can no
+# longer serve because it purged the binary logs the replica needs (IO error
+# 1236): it holds nothing the primary lacks, so nothing is lost.
 # A replica whose receiver is stopped first applies its relay log (waiting
 # applying-relay-log while that takes longer than JOIN_APPLY_WAIT).
 # With REBUILD_MARKER set, rebuild-needed also writes that file (why, one line),
@@ -38,6 +43,28 @@ consistent() { [ -z "${REBUILD_MARKER:-}" ] || rm -f "$REBUILD_MARKER"; finish "
 is_member "$primary" || fail bad-primary "primary '$primary' is not in PODS"
 
 waiting() { r_str reason "$1"; r_str message "$2"; finish waiting 75; }
+# run_seed WIPE: seed.sh for this server (WIPE=1: it holds data that may go);
+# sets SEEDED_FROM, or waits (exit 75) with seed.sh's reason.
+SEEDED_FROM=""
+run_seed() {
+  local out line reason="" msg=""
+  # The passwords reach seed.sh as files, as here; only a run without the
+  # files (tests, by hand) hands them on in seed.sh's environment (exported in
+  # this subshell only: never on a command line).
+  out=$(
+    [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ] || export MYSQL_ROOT_PASSWORD
+    [ -n "${REPLICATION_PASSWORD_FILE:-}" ] || export REPLICATION_PASSWORD
+    SEED_WIPE=$1 TERMINATION_LOG=/dev/null PRIMARY=$primary bash "$SCRIPTS_DIR/seed.sh"
+  ) || true
+  line=${out##*$'\n'}
+  if [[ $line == '{"result":"seeded"'* ]]; then
+    [[ $line =~ \"donor\":\"([^\"]*)\" ]] && SEEDED_FROM=${BASH_REMATCH[1]}
+    return 0
+  fi
+  [[ $line =~ \"reason\":\"([^\"]*)\" ]] && reason=${BASH_REMATCH[1]}
+  [[ $line =~ \"message\":\"(([^\"\\]|\\.)*)\" ]] && msg=${BASH_REMATCH[1]}
+  waiting seeding-failed "seeding $self failed (${reason:-no result}): ${msg//\\\"/\"}"
+}
 reachable "$self" || waiting self-unreachable "$self does not answer"
 [ "$(sql_is_read_only "$self")" = 1 ] || waiting self-writable "$self is writable; not touching it"
 reachable "$primary" || waiting primary-unreachable "$primary does not answer"
@@ -48,6 +75,12 @@ sql_replica_status "$primary"
 if replicating_from "$self" "$primary"; then
   r_str gtid "$(sql_gtid_position "$self")"
   consistent already-replica
+fi
+
+# An empty server (a new pod, a deleted volume), or one whose seeding was
+# interrupted, copies a donor first.
+if sql_is_seeding "$self" || server_is_empty "$self"; then
+  run_seed 0
 fi
 
 # A replica whose receiver is stopped (restarted, or stopped by a failover)
@@ -66,7 +99,7 @@ sexec=$(sql_gtid_executed "$self"); pexec=$(sql_gtid_executed "$primary")
 if ! gtid_subset "$sexec" "$pexec" "$primary"; then
   errant=$(gtid_subtract "$sexec" "$pexec" "$primary")
   r_str errant "$errant"
-  r_str message "$self has transactions $primary lacks; it must be rebuilt (restored from a backup)"
+  r_str message "$self has transactions $primary lacks; it must be rebuilt (delete its volume and pod)"
   if [ -n "${REBUILD_MARKER:-}" ]; then
     printf 'transactions %s lacks: %s\n' "$primary" "$errant" > "$REBUILD_MARKER.partial" &&
       mv -f "$REBUILD_MARKER.partial" "$REBUILD_MARKER"
@@ -74,13 +107,28 @@ if ! gtid_subset "$sexec" "$pexec" "$primary"; then
   finish rebuild-needed 2
 fi
 
-sql_make_replica "$self" "$primary"
-deadline=$((SECONDS + JOIN_WAIT))
-until replicating_from "$self" "$primary"; do
-  if (( SECONDS >= deadline )); then
-    fail not-connected "$self does not replicate from $primary after ${JOIN_WAIT}s: ${RS_IO:-?}/${RS_SQL:-?} ${RS_ERR}"
-  fi
-  sleep 0.5
-done
+# connect: make this server a replica and wait until both threads run; 1 when
+# the primary no longer has the binary logs it needs (MariaDB 1236
+# ER_MASTER_FATAL_ERROR_READING_BINLOG; MySQL 13114, the same error as a
+# replica's: "Got fatal error 1236 from source ... purged required binary logs").
+connect() {
+  sql_make_replica "$self" "$primary" || fail not-connected "$self could not be made a replica of $primary"
+  local deadline=$((SECONDS + JOIN_WAIT))
+  until replicating_from "$self" "$primary"; do
+    case $RS_IO_ERRNO in 1236|13114) return 1 ;; esac
+    if (( SECONDS >= deadline )); then
+      fail not-connected "$self does not replicate from $primary after ${JOIN_WAIT}s: ${RS_IO:-?}/${RS_SQL:-?} ${RS_ERR}"
+    fi
+    sleep 0.5
+  done
+}
+if ! connect; then
+  # Behind the primary's binary logs: this server holds nothing the primary
+  # lacks (checked above), so a fresh copy loses nothing.
+  log "$primary no longer has the binary logs $self needs (${RS_ERR}); copying a donor"
+  run_seed 1
+  connect || fail not-connected "$self cannot replicate from $primary after a fresh copy: ${RS_ERR}"
+fi
+[ -z "$SEEDED_FROM" ] || r_str seededFrom "$SEEDED_FROM"
 r_str gtid "$(sql_gtid_position "$self")"
 consistent joined

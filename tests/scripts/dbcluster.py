@@ -667,6 +667,32 @@ class Cluster:
     def __getitem__(self, name: str) -> Server:
         return next(s for s in self.servers if s.name == name)
 
+    def add(self, name: str) -> Server:
+        """A new member (a scale-up): an empty server set up by init.sh and
+        started; PODS names it from now on."""
+        s = self.world.server(name, self.tag)
+        self.servers.append(s)
+        self.pods = pods_env(self.servers)
+        s.initialize(self.pods)
+        s.start()
+        return s
+
+    def remove(self, name: str):
+        """A member leaves (a scale-down): stopped, out of PODS."""
+        s = self[name]
+        s.stop()
+        self.servers.remove(s)
+        self.pods = pods_env(self.servers)
+
+    def wipe(self, name: str):
+        """The member's volume is deleted: stopped, data dir emptied, set up
+        again by init.sh (a new, empty server under the same name) and started."""
+        s = self[name]
+        s.kill()
+        shutil.rmtree(s.datadir)
+        s.initialize(self.pods)
+        s.start()
+
     def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
         env.setdefault("PODS", self.pods)
         return run_script(script, self.world, {k: str(v) for k, v in env.items()})
