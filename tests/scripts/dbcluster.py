@@ -775,7 +775,7 @@ def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
 
 
 
-def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
+def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None, **extra) -> tuple[int, str]:
     pw_file = c.world.root / c.tag / "probe-root-password"
     pw_file.parent.mkdir(parents=True, exist_ok=True)
     pw_file.write_text(c.world_root_password)
@@ -784,6 +784,7 @@ def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) 
            "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
+    env.update({k: str(v) for k, v in extra.items()})
     t0 = time.time()
     r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
                        timeout=30)

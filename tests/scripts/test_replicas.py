@@ -131,6 +131,78 @@ def test_seed_replaces_a_deleted_volume(cluster):
     assert rows(c["db-2"]) == set(range(1, 32))
 
 
+def test_readiness_follows_replication(cluster):
+    """A replica is Ready only while both threads run without error and its
+    lag is within MAX_LAG_FILE; the reason is in the probe's line.  The agent's
+    `candidate` probe stays up through what only concerns reads."""
+    c = cluster
+    c.bootstrap()
+    p, r1 = c["db-0"], c["db-1"]
+    pf = primary_file(c)
+    d = pod_dir(c, "db-1")
+    init = d / "initialized"
+    init.write_text("true\n")
+    lagf = d / "max-lag-seconds"
+    lagf.write_text("60\n")
+    env = dict(SEED_MARKER=d / "seeding", INITIALIZED_FILE=init, MAX_LAG_FILE=lagf)
+
+    rc, out = probe(c, "readiness", "db-1", pf, d / "rebuild", **env)
+    assert rc == 0 and out.startswith("ready: db-1 replicates from 127.0.0.1, lag 0s"), out
+
+    # the applier stops on an error: NotReady, the error is shown
+    r1.query("SET GLOBAL read_only=OFF; SET sql_log_bin=0; INSERT INTO hook.t VALUES (7, 'x', 0, NOW()); "
+             "SET GLOBAL read_only=ON")
+    p.query("INSERT INTO hook.t VALUES (7, 'y', @@server_id, NOW(6))", user="app")
+    wait_for(lambda: r1.replica_status().get("Slave_SQL_Running") == "No", timeout=30, what="applier error")
+    rc, out = probe(c, "readiness", "db-1", pf, d / "rebuild", **env)
+    assert rc == 1 and "applier error 1062" in out and "Duplicate entry" in out, out
+    assert probe(c, "candidate", "db-1", pf, d / "rebuild", **env) == (0, "candidate")
+    r1.query("SET sql_log_bin=0; DELETE FROM hook.t WHERE n = 7; START SLAVE")
+    wait_for(lambda: probe(c, "readiness", "db-1", pf, d / "rebuild", **env)[0] == 0, timeout=30,
+             what="db-1 Ready after the error is gone")
+
+    # behind by more than the limit: NotReady with the lag
+    r1.query("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY=30; START SLAVE")
+    lagf.write_text("2\n")
+    p.query("INSERT INTO hook.t VALUES (8, 'z', @@server_id, NOW(6))", user="app")
+    out = wait_for(lambda: (lambda r: r[1] if r[0] == 1 else None)(
+        probe(c, "readiness", "db-1", pf, d / "rebuild", **env)), timeout=30, interval=0.5, what="lag over 2 s")
+    assert "lags" in out and "(at most 2s)" in out, out
+    lagf.write_text("60\n")
+    assert probe(c, "readiness", "db-1", pf, d / "rebuild", **env)[0] == 0
+    r1.query("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY=0; START SLAVE")
+
+    # the primary dies: replicas turn NotReady (receiver error), candidates stay
+    p.kill()
+    out = wait_for(lambda: (lambda r: r[1] if r[0] == 1 else None)(
+        probe(c, "readiness", "db-1", pf, d / "rebuild", **env)), timeout=30, interval=0.5, what="receiver error")
+    assert "receiver" in out, out
+    assert probe(c, "candidate", "db-1", pf, d / "rebuild", **env) == (0, "candidate")
+    p.start()
+
+    # seeding: not Ready, not a candidate, the donor and start time shown
+    (d / "seeding").write_text("db-2 2026-11-30T10:00:00Z\n")
+    rc, out = probe(c, "readiness", "db-1", pf, d / "rebuild", **env)
+    assert rc == 1 and out == "not ready: db-1 is being seeded from db-2 since 2026-11-30T10:00:00Z (copying its data)"
+    rc, out = probe(c, "candidate", "db-1", pf, d / "rebuild", **env)
+    assert rc == 1 and "being seeded" in out
+    (d / "seeding").unlink()
+    # rebuild marker: not a candidate either
+    (d / "rebuild").write_text("transactions db-0 lacks: 0-2-1\n")
+    assert probe(c, "candidate", "db-1", pf, d / "rebuild", **env)[0] == 1
+    (d / "rebuild").unlink()
+
+    # a new, empty server of a bootstrapped cluster is not Ready before its
+    # agent has seeded and joined it (it has no `repl` account of its own yet);
+    # the same server before bootstrap (no initialized file) is
+    new = c.add("db-3")
+    rc, out = probe(c, "readiness", "db-3", pf, **env)
+    assert rc == 1 and "does not replicate" in out, out
+    rc, out = probe(c, "readiness", "db-3", pf)
+    assert rc == 0 and "not bootstrapped yet" in out, out
+    assert new.value("SELECT COUNT(*) FROM mysql.user WHERE user='repl'") == "0"
+
+
 def test_stale_replica_behind_purged_binlogs_is_copied_again(cluster):
     """A replica that was down while the primary purged the binary logs it
     needs (IO error 1236) holds nothing the primary lacks: it is copied again
