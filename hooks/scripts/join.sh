@@ -8,7 +8,9 @@
 #     file naming a fenced old primary is never followed),
 #   - it is not already replicating from it,
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
-#     it reports rebuild-needed and does nothing.
+#     it reports rebuild-needed and does nothing -- unless rebuilding is opted
+#     in (REBUILD_ERRANT_FILE says `true`) and the server cannot be the most
+#     advanced one (below): then it is rebuilt through seed.sh and joined.
 # An empty server (a new pod, a deleted volume) and one whose seeding was
 # interrupted first copy a donor (seed.sh: the primary may no longer have the
 # binary logs since the cluster began); so does a replica the primary can no
@@ -19,6 +21,13 @@
 # With REBUILD_MARKER set, rebuild-needed also writes that file (why, one line),
 # which probe.sh readiness then fails on, so a diverged server serves no reads;
 # joined, already-replica and is-primary remove it.
+# "Could be the most advanced": a server whose executed and received
+# transactions contain every transaction of the primary.  It is never rebuilt
+# automatically (were the primary's extra writes not there yet, it might hold
+# commits a failover must keep); one the primary has moved past -- the primary
+# holds transactions it lacks -- is on a branch the cluster left, and only the
+# primary's history counts.  join.sh acts only while the primary answers, is
+# writable and is not a replica: with the primary down, nothing is rebuilt.
 # Never makes a server writable.  Exit: 0 joined/already-replica/is-primary,
 # 2 rebuild-needed, 75 waiting/no-primary (try again later), 1 error.
 SCRIPT_NAME=join
@@ -43,6 +52,13 @@ consistent() { [ -z "${REBUILD_MARKER:-}" ] || rm -f "$REBUILD_MARKER"; finish "
 is_member "$primary" || fail bad-primary "primary '$primary' is not in PODS"
 
 waiting() { r_str reason "$1"; r_str message "$2"; finish waiting 75; }
+rebuild_errant=false
+if [ -n "${REBUILD_ERRANT_FILE:-}" ] && [ -r "$REBUILD_ERRANT_FILE" ]; then
+  IFS= read -r rebuild_errant < "$REBUILD_ERRANT_FILE" || true
+  rebuild_errant=${rebuild_errant//[[:space:]]/}
+elif [ -n "${REBUILD_ERRANT:-}" ]; then
+  rebuild_errant=$REBUILD_ERRANT
+fi
 # run_seed WIPE: seed.sh for this server (WIPE=1: it holds data that may go);
 # sets SEEDED_FROM, or waits (exit 75) with seed.sh's reason.
 SEEDED_FROM=""
@@ -99,12 +115,24 @@ sexec=$(sql_gtid_executed "$self"); pexec=$(sql_gtid_executed "$primary")
 if ! gtid_subset "$sexec" "$pexec" "$primary"; then
   errant=$(gtid_subtract "$sexec" "$pexec" "$primary")
   r_str errant "$errant"
-  r_str message "$self has transactions $primary lacks; it must be rebuilt (delete its volume and pod)"
-  if [ -n "${REBUILD_MARKER:-}" ]; then
-    printf 'transactions %s lacks: %s\n' "$primary" "$errant" > "$REBUILD_MARKER.partial" &&
-      mv -f "$REBUILD_MARKER.partial" "$REBUILD_MARKER"
+  advanced=false
+  if gtid_contains "$(sql_gtid_received "$self")" "$pexec" "$self"; then advanced=true; fi
+  if [ "$rebuild_errant" = true ] && [ "$advanced" = false ]; then
+    log "$self has transactions $primary lacks ($errant) and lacks some of $primary's: rebuilding it"
+    run_seed 1
+    r_str rebuilt "$errant"
+  else
+    if [ "$advanced" = true ]; then
+      r_str message "$self has transactions $primary lacks and every transaction $primary has: it could be the most advanced server, so it is never rebuilt automatically; a human decides (restore it from a backup, or fail over to it)"
+    else
+      r_str message "$self has transactions $primary lacks; it must be rebuilt (delete its volume and pod, or set spec.replication.rebuildErrant)"
+    fi
+    if [ -n "${REBUILD_MARKER:-}" ]; then
+      printf 'transactions %s lacks: %s\n' "$primary" "$errant" > "$REBUILD_MARKER.partial" &&
+        mv -f "$REBUILD_MARKER.partial" "$REBUILD_MARKER"
+    fi
+    finish rebuild-needed 2
   fi
-  finish rebuild-needed 2
 fi
 
 # connect: make this server a replica and wait until both threads run; 1 when

@@ -203,7 +203,7 @@ def test_readiness_follows_replication(cluster):
     assert new.value("SELECT COUNT(*) FROM mysql.user WHERE user='repl'") == "0"
 
 
-def test_stale_replica_behind_purged_binlogs_is_copied_again(cluster):
+def test_stale_replica_behind_purge_is_copied_again(cluster):
     """A replica that was down while the primary purged the binary logs it
     needs (IO error 1236) holds nothing the primary lacks: it is copied again
     from a donor, not left broken."""
@@ -223,3 +223,47 @@ def test_stale_replica_behind_purged_binlogs_is_copied_again(cluster):
     assert "no longer has the binary logs" in r.stderr
     c.wait_synced(p)
     assert rows(r2) == set(range(1, 21))
+
+
+def test_errant_rebuild_opt_in_never_most_advanced(cluster):
+    """An old primary back with a transaction of its own (errant).  Without
+    the opt-in: rebuild-needed, NotReady (unchanged).  With it: still never
+    rebuilt while it holds everything the primary has (it could be the most
+    advanced server); rebuilt through seed.sh once the primary has moved past
+    it, and joined with the primary's data."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    for i in range(1, 21):
+        p.query(f"INSERT INTO hook.t VALUES ({i}, 'e', @@server_id, NOW(6))", user="app")
+    c.wait_synced(p)
+    p.kill()
+    r = c.run("failover.sh", PRIMARY="db-0")
+    assert r.rc == 0, r
+    new = r.json["primary"]
+    p.start()
+    p.query("INSERT INTO hook.t VALUES (424242, 'errant', @@server_id, NOW(6))")
+    d = pod_dir(c, "db-0")
+    optin = d / "rebuild-errant"
+
+    # default: rebuild-needed, nothing touched
+    r0 = join(c, "db-0", primary=new)
+    assert r0.rc == 2 and r0.json["result"] == "rebuild-needed", r0
+    optin.write_text("true\n")
+    # opted in, but db-0 holds every transaction of the primary and more
+    r1 = join(c, "db-0", primary=new, REBUILD_ERRANT_FILE=optin)
+    assert r1.rc == 2 and r1.json["result"] == "rebuild-needed", r1
+    assert "could be the most advanced" in r1.json["message"], r1
+    assert 424242 in rows(p)
+    # the primary moves on: db-0's extra transaction is on a branch the cluster left
+    np = c[new]
+    np.query("INSERT INTO hook.t VALUES (21, 'n', @@server_id, NOW(6))", user="app")
+    r2 = join(c, "db-0", primary=new, REBUILD_ERRANT_FILE=optin)
+    assert r2.rc == 0 and r2.json["result"] == "joined", r2
+    assert r2.json["rebuilt"].startswith("0-1-") and r2.json["seededFrom"] != "db-0", r2
+    c.wait_synced(np)
+    assert rows(p) == set(range(1, 22))
+    assert not (d / "rebuild").exists()
+    assert p.value("SELECT @@gtid_binlog_state") == np.value("SELECT @@gtid_binlog_state")
+    REPORT.append(f"errant rebuild: refused while db-0 could be the most advanced; rebuilt from "
+                  f"{r2.json['seededFrom']} once {new} moved on ({r2.seconds:.1f}s)")
