@@ -76,13 +76,18 @@ reachable "$primary" || fail primary-unreachable "$primary does not answer"
 sql_replica_status "$primary"
 { [ "$(sql_is_read_only "$primary")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; } ||
   fail primary-not-writable "$primary is not a writable primary"
-pexec=$(sql_gtid_executed "$primary")
 donor_ok() {
-  local d=$1 e
-  [ "$d" != "$self" ] && [ "$d" != "$primary" ] && reachable "$d" || return 1
-  ! sql_is_seeding "$d" || return 1
-  replicating_from "$d" "$primary" && [[ $RS_LAG =~ ^[0-9]+$ ]] && (( RS_LAG <= SEED_DONOR_MAX_LAG )) || return 1
-  e=$(sql_gtid_executed "$d") && gtid_subset "$e" "$pexec" "$primary"
+  local d=$1 e pexec
+  [ "$d" != "$self" ] && [ "$d" != "$primary" ] || return 1
+  reachable "$d" || { log "$d is no donor: it does not answer"; return 1; }
+  ! sql_is_seeding "$d" || { log "$d is no donor: it is being seeded"; return 1; }
+  if ! replicating_from "$d" "$primary" || ! [[ $RS_LAG =~ ^[0-9]+$ ]] || (( RS_LAG > SEED_DONOR_MAX_LAG )); then
+    log "$d is no donor: replication ${RS_IO:-?}/${RS_SQL:-?} from ${RS_HOST:-nobody}, lag ${RS_LAG:-?}"
+    return 1
+  fi
+  # the donor first, then the primary: under writes the primary's set only grows
+  e=$(sql_gtid_executed "$d") && pexec=$(sql_gtid_executed "$primary") && gtid_subset "$e" "$pexec" "$primary" ||
+    { log "$d is no donor: it holds transactions $primary lacks"; return 1; }
 }
 donor=${DONOR:-}
 if [ -n "$donor" ]; then

@@ -267,3 +267,187 @@ def test_errant_rebuild_opt_in_never_most_advanced(cluster):
     assert p.value("SELECT @@gtid_binlog_state") == np.value("SELECT @@gtid_binlog_state")
     REPORT.append(f"errant rebuild: refused while db-0 could be the most advanced; rebuilt from "
                   f"{r2.json['seededFrom']} once {new} moved on ({r2.seconds:.1f}s)")
+
+
+def test_seed_restored_cluster(cluster, world):
+    """A restored cluster's binary logs do not hold the restored data (restore.sh
+    loads with the binary log off): a server added later must be seeded."""
+    src = cluster
+    src.bootstrap()
+    p = src["db-0"]
+    for i in range(1, 101):
+        p.query(f"INSERT INTO hook.t VALUES ({i}, 'r', @@server_id, NOW(6))", user="app")
+    src.wait_synced(p)
+    bdir = world.root / src.tag / "backups"
+    bdir.mkdir(parents=True)
+    rb = src.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b1")
+    assert rb.rc == 0, rb
+    c = Cluster(world, "restored", n=2)
+    try:
+        for s in c.servers:
+            rr = c.run("restore.sh", POD_NAME=s.name, RESTORE_FROM=bdir / "b1")
+            assert rr.rc == 0 and rr.json["result"] == "restored", rr
+        rboot = c.run("bootstrap.sh", PRIMARY="")
+        assert rboot.rc == 0 and rboot.json["replicas"] == ["db-1"], rboot
+        np = c["db-0"]
+        np.query("INSERT INTO hook.t VALUES (101, 'n', @@server_id, NOW(6))")
+        new = c.add("db-2")
+        r = join(c, "db-2")
+        assert r.rc == 0 and r.json["result"] == "joined" and r.json["seededFrom"] == "db-1", r
+        np.query("INSERT INTO hook.t VALUES (102, 'n', @@server_id, NOW(6))")
+        c.wait_synced(np)
+        assert rows(new) == set(range(1, 103))
+        same_data(np, new)
+    finally:
+        c.close()
+
+
+def probe_env(c: Cluster, name: str) -> dict:
+    d = pod_dir(c, name)
+    init = d / "initialized"
+    init.write_text("true\n")
+    return dict(SEED_MARKER=d / "seeding", INITIALIZED_FILE=init)
+
+
+SEED_MB = int(os.environ.get("SEED_MB", "100"))
+
+
+def test_seed_figures_under_writes(cluster):
+    """Seed a new replica holding SEED_MB MB (default 100; SEED_MB=1024 for the
+    1 GB figure) while the primary takes a write stream: it is never Ready
+    while it copies, and once joined it holds every acknowledged row and the
+    donor's data exactly."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    t0 = time.time()
+    # the bulk, the same on every server (written with the binary log off:
+    # how the data got there does not change what a copy costs)
+    threads = [threading.Thread(target=fill_local, args=(s, SEED_MB)) for s in c.servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fill_s = time.time() - t0
+    c["db-1"].query("ANALYZE LOCAL TABLE bulk.t")   # LOCAL: not binlogged (an errant GTID otherwise)
+    size = int(c["db-1"].value("SELECT ROUND(SUM(data_length + index_length) / 1048576) "
+                               "FROM information_schema.tables WHERE table_schema = 'bulk'"))
+    w = Writer(p, 1, "w", stop_on_error=True, max_seconds=3600)
+    w.start()
+    wait_for(lambda: len(w.acked) >= 20, timeout=60, what="writes flowing")
+    new = c.add("db-3")
+    pf = primary_file(c)
+    env = probe_env(c, "db-3")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            rc, out = probe(c, "readiness", "db-3", pf, **env)
+            assert rc == 1 or "replicates from" in out, out
+            seen.append(out)
+            crc, _ = probe(c, "candidate", "db-3", pf, **env)
+            if "being seeded" in out:
+                assert crc == 1
+            time.sleep(0.5)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    r = join(c, "db-3")
+    done.set()
+    watcher.join(30)
+    donor = r.json.get("seededFrom")
+    assert r.rc == 0 and r.json["result"] == "joined" and donor in ("db-1", "db-2"), r
+    assert any(f"is being seeded from {donor}" in s for s in seen), seen[:5]
+    assert probe(c, "readiness", "db-3", pf, **env)[0] == 0
+    time.sleep(1)
+    w.stop()
+    assert w.errors == 0
+    c.wait_synced(p)
+    assert set(w.acked) <= rows(new)
+    assert rows(new) == rows(p)
+    same_data(p, new, ("hook.t", "bulk.t"))
+    seed_s = float(r.stderr.split(f"seeded db-3 from {donor} in ")[1].split(" s")[0])
+    REPORT.append(f"seed figures: {size} MB of InnoDB tables (SEED_MB={SEED_MB}) copied to a new replica from "
+                  f"{donor} in {seed_s:.0f} s (join.sh {r.seconds:.1f} s, {size / max(r.seconds, 0.1):.1f} MB/s) under "
+                  f"a write stream of {len(w.acked)} acknowledged rows, 0 lost; bulk load {fill_s:.0f} s")
+
+
+def fill_local(s, mb: int):
+    """`mb` MB of rows in bulk.t, written on this server only (binary log off)."""
+    s.query("SET sql_log_bin=0; CREATE DATABASE IF NOT EXISTS bulk;"
+            "CREATE TABLE bulk.t (id INT PRIMARY KEY, k INT, pad VARCHAR(1000), KEY(k)) ENGINE=InnoDB")
+    total, step = mb * 1024, 50000
+    for lo in range(0, total, step):
+        hi = min(total, lo + step)
+        s.query(f"SET sql_log_bin=0; INSERT INTO bulk.t SELECT seq, seq % 1000, REPEAT(MD5(seq), 30) "
+                f"FROM bulk.seq_{lo + 1}_to_{hi}", timeout=3600)
+
+
+def test_interrupted_seed_starts_again(cluster):
+    """The recipient crashes in the middle of the copy: it comes back marked
+    seeding (never joined with half the data), and the next join.sh copies
+    again from the start."""
+    c = cluster
+    c.bootstrap()
+    threads = [threading.Thread(target=fill_local, args=(s, 60)) for s in c.servers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    p = c["db-0"]
+    p.query("INSERT INTO hook.t VALUES (1, 'x', @@server_id, NOW(6))", user="app")
+    new = c.add("db-3")
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", join(c, "db-3")))
+    t.start()
+    wait_for(lambda: new.value("SELECT COUNT(*) FROM information_schema.tables "
+                               "WHERE table_schema = 'bulk' AND table_name = 't'") == "1",
+             timeout=120, interval=0.2, what="the copy under way")
+    time.sleep(1)
+    new.kill()
+    t.join(300)
+    r1 = result["r"]
+    assert r1.rc == 75 and r1.json["reason"] == "seeding-failed", r1
+    new.start()
+    assert new.value("SELECT COUNT(*) FROM _mysqlhook.seeding") == "1"
+    # a role change script never makes it a replica meanwhile
+    rb = c.run("bootstrap.sh", PRIMARY="")
+    assert rb.rc == 0 and "db-3" not in rb.json["replicas"], rb
+    r2 = join(c, "db-3")
+    assert r2.rc == 0 and r2.json["result"] == "joined", r2
+    c.wait_synced(p)
+    same_data(c["db-1"], new, ("hook.t", "bulk.t"))
+    assert new.value("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '_mysqlhook' "
+                     "AND table_name = 'seeding'") == "0"
+
+
+def test_seed_from_the_primary_under_writes(world, request):
+    """Two servers, one of them new: the primary is the only donor, and it
+    takes writes while it is copied; its own GTID entry moves during the dump
+    and the copy still lands exactly at the dump's position."""
+    c = Cluster(world, "primdonor", n=1)
+    try:
+        rb = c.run("bootstrap.sh", PRIMARY="")
+        assert rb.rc == 0, rb
+        p = c["db-0"]
+        p.query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, "
+                f"ts DATETIME(6)); CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}';"
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON hook.* TO 'app'@'%'")
+        fill_local(p, 30)
+        w = Writer(p, 1, "w", stop_on_error=True, max_seconds=600)
+        w.start()
+        wait_for(lambda: len(w.acked) >= 20, timeout=60, what="writes flowing")
+        new = c.add("db-1")
+        r = join(c, "db-1")
+        assert r.rc == 0 and r.json["seededFrom"] == "db-0", r
+        time.sleep(1)
+        w.stop()
+        assert w.errors == 0
+        c.wait_synced(p)
+        assert rows(new) == rows(p) and set(w.acked) <= rows(new)
+        same_data(p, new, ("hook.t", "bulk.t"))
+        REPORT.append(f"seed from the primary under writes: {len(w.acked)} rows acknowledged, 0 lost, "
+                      f"join.sh {r.seconds:.1f}s")
+    finally:
+        c.close()
+
