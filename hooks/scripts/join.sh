@@ -48,7 +48,27 @@ r_str primary "$primary"
 # consistent() clears the rebuild marker: this server is fine where it stands.
 consistent() { [ -z "${REBUILD_MARKER:-}" ] || rm -f "$REBUILD_MARKER"; finish "$1" 0; }
 [ -n "$primary" ] || finish no-primary 75
-[ "$primary" != "$self" ] || consistent is-primary
+# The primary's own agent keeps its semi-sync source in step with the
+# membership (PODS_FILE follows scaling, bootstrap and role changes set it only
+# for the membership of their moment): one member -> off (no replica could
+# acknowledge: with wait_no_slave every commit would wait forever); more ->
+# on, once a replica is connected (waiting for an acknowledgement no replica
+# can give yet would stop every write while a new replica is seeded).  Only a
+# writable server that replicates from nobody is touched.
+if [ "$primary" = "$self" ]; then
+  if reachable "$self" && [ "$(sql_is_read_only "$self")" = 0 ] && { sql_replica_status "$self"; [ "$RS_CONFIGURED" = 0 ]; }; then
+    on=$(sql_semisync_source_enabled "$self")
+    if (( ${#POD_NAMES[@]} == 1 )) && [ "$on" = 1 ]; then
+      log "one member: semi-sync source off (nothing can acknowledge)"
+      sql_disable_semisync_source "$self"; on=0
+    elif (( ${#POD_NAMES[@]} > 1 )) && [ "$on" != 1 ] && (( $(sql_semisync_clients "$self") > 0 )); then
+      log "${#POD_NAMES[@]} members and a replica connected: semi-sync source on"
+      sql_enable_semisync_source "$self"; on=1
+    fi
+    r_raw semiSync "$([ "$on" = 1 ] && echo true || echo false)"
+  fi
+  consistent is-primary
+fi
 is_member "$primary" || fail bad-primary "primary '$primary' is not in PODS"
 
 waiting() { r_str reason "$1"; r_str message "$2"; finish waiting 75; }

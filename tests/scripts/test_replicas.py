@@ -451,3 +451,38 @@ def test_seed_from_the_primary_under_writes(world, request):
     finally:
         c.close()
 
+
+def test_primary_semisync_follows_membership(world, request):
+    """Scaling 1 -> 2 -> 1: the primary's agent turns its semi-sync source on
+    once the new replica is connected (not before: that would stop every write
+    while it is seeded) and off when it is the only member again (else every
+    commit would wait forever)."""
+    c = Cluster(world, "semisync", n=1)
+    try:
+        assert c.run("bootstrap.sh", PRIMARY="").rc == 0
+        p = c["db-0"]
+        p.query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6))")
+        assert p.value("SELECT @@rpl_semi_sync_master_enabled") == "0"
+        c.add("db-1")
+        # before the replica is connected: stays off, writes go on
+        r0 = join(c, "db-0")
+        assert r0.rc == 0 and r0.json == {"result": "is-primary", "pod": "db-0", "primary": "db-0",
+                                           "semiSync": False}, r0
+        p.query("INSERT INTO hook.t VALUES (1, 'a', 1, NOW())")
+        assert join(c, "db-1").json["result"] == "joined"
+        r1 = join(c, "db-0")
+        assert r1.json["semiSync"] is True, r1
+        assert p.value("SELECT @@rpl_semi_sync_master_enabled") == "1"
+        assert p.value("SELECT @@rpl_semi_sync_master_wait_point") == "AFTER_SYNC"
+        p.query("INSERT INTO hook.t VALUES (2, 'a', 1, NOW())")
+        assert p.value("SELECT VARIABLE_VALUE FROM information_schema.global_status "
+                       "WHERE VARIABLE_NAME = 'RPL_SEMI_SYNC_MASTER_YES_TX'") != "0"
+        # scale down to one: the replica leaves, the agent turns semi-sync off
+        c.remove("db-1")
+        r2 = join(c, "db-0")
+        assert r2.json["semiSync"] is False, r2
+        t0 = time.time()
+        p.query("INSERT INTO hook.t VALUES (3, 'a', 1, NOW())", timeout=10)
+        assert time.time() - t0 < 5
+    finally:
+        c.close()
