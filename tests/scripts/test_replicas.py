@@ -486,3 +486,45 @@ def test_primary_semisync_follows_membership(world, request):
         assert time.time() - t0 < 5
     finally:
         c.close()
+
+
+def test_inspect_reports_every_server(cluster):
+    """inspect.sh: one line with what each member says about itself (the
+    hook's status.servers), changing nothing; an unreachable, a lagging with
+    an error, a seeding and an errant server each show as such."""
+    import json as _json
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    p.query("INSERT INTO hook.t VALUES (1, 'a', @@server_id, NOW(6))", user="app")
+    c.wait_synced(p)
+    before = c.state()
+    r = c.run("inspect.sh", PRIMARY="db-0")
+    assert r.rc == 0 and r.json["result"] == "inspected" and r.json["primary"] == "db-0", r
+    s = {x["name"]: x for x in r.json["servers"]}
+    assert s["db-0"]["writable"] is True and s["db-0"]["semiSync"] is True and s["db-0"]["semiSyncClients"] == 2
+    assert "source" not in s["db-0"]
+    for n in ("db-1", "db-2"):
+        assert s[n]["writable"] is False and s[n]["source"] == "db-0", s[n]
+        assert (s[n]["io"], s[n]["sql"], s[n]["lag"]) == ("Yes", "Yes", 0), s[n]
+        assert s[n]["gtid"] == p.value("SELECT @@gtid_binlog_pos") and "errant" not in s[n]
+    assert c.state() == before, "inspect.sh changes nothing"
+    # an applier error on db-1, db-2 down, a seeding mark on a new db-3
+    r1 = c["db-1"]
+    r1.query("SET GLOBAL read_only=OFF; SET sql_log_bin=0; INSERT INTO hook.t VALUES (2, 'x', 0, NOW()); "
+             "SET GLOBAL read_only=ON")
+    p.query("INSERT INTO hook.t VALUES (2, 'y', @@server_id, NOW(6))", user="app")
+    wait_for(lambda: r1.replica_status().get("Slave_SQL_Running") == "No", timeout=30, what="applier error")
+    c["db-2"].kill()
+    new = c.add("db-3")
+    new.query("SET sql_log_bin=0; CREATE DATABASE _mysqlhook; CREATE TABLE _mysqlhook.seeding (id INT PRIMARY KEY)")
+    # and an errant transaction on db-3 (its own server id)
+    new.query("CREATE DATABASE own")
+    r = c.run("inspect.sh", PRIMARY="db-0")
+    s = {x["name"]: x for x in r.json["servers"]}
+    assert r.rc == 0 and list(s) == ["db-0", "db-1", "db-2", "db-3"], r
+    assert s["db-1"]["sql"] == "No" and "Duplicate entry" in s["db-1"]["error"] and "lag" not in s["db-1"], s
+    assert s["db-2"] == {"name": "db-2", "up": False}
+    assert s["db-3"]["seeding"] is True and s["db-3"]["errant"] == "0-4-1" and "source" not in s["db-3"], s
+    assert len(r.line) < 4000
+    _json.loads(r.line)
