@@ -35,6 +35,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{
     admission::{Admission, Permit},
     auth::TokenFile,
+    cluster_metrics::Report,
     metrics::{HookLabels, Metrics, RequestLabels},
 };
 
@@ -105,7 +106,7 @@ impl State {
     #[must_use]
     pub fn with_limits(entropy: Entropy, clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
         Self {
-            metrics: Metrics::default(),
+            metrics: Metrics::new(clock.clone(), crate::cluster_metrics::DEFAULT_TTL),
             entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
             allowed_images: Vec::new(),
@@ -130,6 +131,13 @@ impl State {
     #[must_use]
     pub fn with_allowed_images(mut self, repositories: Vec<String>) -> Self {
         self.allowed_images = repositories;
+        self
+    }
+
+    /// Forgets a cluster's metrics when no sync or finalize has named it for `ttl`.
+    #[must_use]
+    pub fn with_cluster_metrics_ttl(mut self, ttl: Duration) -> Self {
+        self.metrics = Metrics::new(self.clock.clone(), ttl);
         self
     }
 
@@ -285,11 +293,14 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// The metrics outcome.
     pub outcome: &'static str,
+    /// What a sync or finalize answered about its cluster, for the per-cluster
+    /// metrics.
+    pub report: Option<Box<Report>>,
 }
 
 impl Answer {
     fn refusal(status: StatusCode, message: &str, outcome: &'static str) -> Self {
-        Self { status, body: format!("{message}\n").into_bytes(), outcome }
+        Self { status, body: format!("{message}\n").into_bytes(), outcome, report: None }
     }
 
     fn into_response(self) -> HttpResponse {
@@ -328,7 +339,7 @@ async fn handle(req: &HttpRequest, payload: web::Payload, state: web::Data<State
     state.metrics.in_flight.inc();
     let entropy = (state.entropy)();
     let body = if is_json(req) { Some(read_body(payload, &state).await) } else { None };
-    let answer = match (body, entropy) {
+    let mut answer = match (body, entropy) {
         (None, _) => Answer::refusal(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the body must be JSON (Content-Type: application/json)",
@@ -373,6 +384,9 @@ async fn handle(req: &HttpRequest, payload: web::Payload, state: web::Data<State
         ),
     };
     state.metrics.in_flight.dec();
+    if let Some(report) = answer.report.take() {
+        state.metrics.clusters.record(*report);
+    }
     let outcome = answer.outcome;
     state.metrics.requests.get_or_create(&RequestLabels { hook, outcome }).inc();
     state.metrics.duration.get_or_create(&HookLabels { hook }).observe(started.elapsed().as_secs_f64());
@@ -395,6 +409,21 @@ fn is_json(req: &HttpRequest) -> bool {
 /// with a hook request after the HTTP checks. Pure but for the panic guard; the
 /// fuzz targets call it directly.
 pub fn answer<Req, Resp>(body: &[u8], ctx: &Context, core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>) -> Answer
+where
+    Req: DeserializeOwned,
+    Resp: Serialize,
+{
+    answer_reporting(body, ctx, core, |_: &Req, _: &Resp| None)
+}
+
+/// [`answer`], plus `report` read from the request and the answer of a 200, for
+/// the per-cluster metrics.
+fn answer_reporting<Req, Resp>(
+    body: &[u8],
+    ctx: &Context,
+    core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>,
+    report: impl FnOnce(&Req, &Resp) -> Option<Report>,
+) -> Answer
 where
     Req: DeserializeOwned,
     Resp: Serialize,
@@ -425,7 +454,10 @@ where
     };
     match catch_unwind(AssertUnwindSafe(|| core(&request, ctx))) {
         Ok(Ok(response)) => match serde_json::to_vec(&response) {
-            Ok(body) => Answer { status: StatusCode::OK, body, outcome: "ok" },
+            Ok(body) => {
+                let report = report(&request, &response).map(Box::new);
+                Answer { status: StatusCode::OK, body, outcome: "ok", report }
+            }
             Err(e) => Answer::refusal(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("encoding the response failed: {e}"),
@@ -443,13 +475,23 @@ where
 pub fn answer_hook(hook: &str, body: &[u8], ctx: &Context) -> Answer {
     match hook {
         "customize" => answer(body, ctx, |r: &hooks::metacontroller::CustomizeRequest, _| hooks::customize(r)),
-        "finalize" => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx)),
+        "finalize" => answer_reporting(
+            body,
+            ctx,
+            |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx),
+            |r, response| Report::of(r, &response.status, response.finalized),
+        ),
         "backup_sync" => {
             answer(body, ctx, |r: &hooks::metacontroller::BackupSyncRequest, ctx| hooks::mysqlbackup::sync(r, ctx))
         }
         "backup_customize" => {
             answer(body, ctx, |r: &hooks::metacontroller::BackupCustomizeRequest, _| hooks::mysqlbackup::customize(r))
         }
-        _ => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx)),
+        _ => answer_reporting(
+            body,
+            ctx,
+            |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx),
+            |r, response| Report::of(r, &response.status, false),
+        ),
     }
 }

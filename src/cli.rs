@@ -115,6 +115,12 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_TLS_KEY_FILE", requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
 
+    /// Seconds after which the per-cluster metrics of a cluster that no sync or
+    /// finalize has named are dropped (a cluster deleted while another replica of
+    /// the hook answered its last finalize).
+    #[arg(long, global = true, env = "MYSQL_HOOK_CLUSTER_METRICS_TTL_SECONDS", default_value_t = 3 * 3600)]
+    pub cluster_metrics_ttl_seconds: u64,
+
     /// Log format: `text` or `json`.
     #[arg(long, global = true, env = "MYSQL_HOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

@@ -110,6 +110,12 @@ def job_owner(name):
              "controller": True, "blockOwnerDeletion": True}]
 
 
+def stable_digits(text, n):
+    """n decimal digits derived from text."""
+    import hashlib
+    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16))[:n].rjust(n, "0")
+
+
 def observed(children, job_states=None):
     """The hook's desired children as the API server would return them."""
     out = {k: {} for k in KEYS.values()}
@@ -118,8 +124,10 @@ def observed(children, job_states=None):
         m = o["metadata"]
         m.update({
             "namespace": NS,
-            "uid": "00000000-0000-4000-8000-%012d" % (i + 1),
-            "resourceVersion": str(42000 + i),
+            # Stable per object (kind and name), as the API server keeps them: the hook
+            # may derive names from them (the users Job hashes its Secrets' identity).
+            "uid": "00000000-0000-4000-8000-" + stable_digits(o["kind"] + "/" + m["name"], 12),
+            "resourceVersion": str(42000 + int(stable_digits(o["kind"] + "/" + m["name"], 4))),
             "creationTimestamp": "2026-11-29T11:00:05Z",
             "ownerReferences": [{
                 "apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQL", "name": "db", "uid": UID,
@@ -134,9 +142,10 @@ def observed(children, job_states=None):
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
             m["uid"] = job_uid(m["name"])
-            # A bootstrap Job still in an answer is, unless said otherwise, the record a
-            # running cluster keeps of its first primary: finished.
-            default = "succeeded" if m["labels"].get("mysqlhook.dev/purpose") == "bootstrap" else "running"
+            # A bootstrap or users Job still in an answer is, unless said otherwise, the
+            # record a running cluster keeps (of its first primary, of its users): finished.
+            default = ("succeeded" if m["labels"].get("mysqlhook.dev/purpose") in ("bootstrap", "users")
+                       else "running")
             state = (job_states or {}).get(m["name"], default)
             o["status"] = {"active": 1, "startTime": "2026-11-29T11:58:00Z"} if state == "running" else (
                 {"succeeded": 1, "startTime": "2026-11-29T11:58:00Z", "completionTime": "2026-11-29T11:58:20Z",
@@ -481,6 +490,31 @@ def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
     return out
 
 
+def monitoring_scenarios(st, live):
+    """The mysqld_exporter sidecar: from the start, turned on for a running cluster
+    (a new pod template: the rollout walks it in), its Secret kept once observed,
+    and resources that cannot be honoured."""
+    exporter = {"exporter": {"enabled": True}}
+    write("sync", "monitoring-new-cluster", request(parent(monitoring=exporter, flavor="mariadb", version="11.4.4")))
+    on = {"exporter": {"enabled": True, "image": "registry.example/mysqld-exporter:v0.20.0",
+                       "resources": {"requests": {"cpu": "0.02", "memory": "64Mi"}, "limits": {"memory": "0.125Gi"}}}}
+    write("sync", "monitoring-enabled", request(parent(status=st, monitoring=on), live,
+                                                related(*pods([True, True, True]))))
+    enabled = response_of("sync", "monitoring-enabled")
+    if enabled is not None:
+        secret = next(c for c in enabled["children"] if c["kind"] == "Secret" and c["metadata"]["name"] == "db-exporter")
+        # As the API server returns it, with a password other than the one derived now.
+        kept = copy.deepcopy(live)
+        for key, o in observed([secret])["Secret.v1"].items():
+            o["data"] = {"password": "b2JzZXJ2ZWQtZXhwb3J0ZXItcGFzc3dvcmQ="}
+            kept["Secret.v1"][key] = o
+        write("sync", "monitoring-secret-kept", request(parent(status=enabled["status"], monitoring=on), kept,
+                                                        related(*pods([True, True, True]))))
+    bad = {"exporter": {"enabled": True, "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "64Mi"}}}}
+    write("sync", "monitoring-invalid-resources", request(parent(status=st, monitoring=bad), live,
+                                                          related(*pods([True, True, True]))))
+
+
 def upgrade_scenarios(running, st, live):
     """An ordered 8.4.3 -> 8.4.5 rollout of a 3-server cluster whose primary is db-0:
     db-2, db-1, a switchover to db-2, then db-0; plus a stuck step, a refused
@@ -605,6 +639,21 @@ def main():
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
     replica_scenarios(running, st)
+    # Placement and exposure knobs (issue 17.5): a new template, held for the walk.
+    write("sync", "placement-and-exposure", request(parent(status=st, pod={
+        "nodeSelector": {"pool": "databases"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "antiAffinity": "Required",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}],
+        "priorityClassName": "databases",
+        "imagePullSecrets": [{"name": "registry"}],
+        "labels": {"team": "payments", "app.kubernetes.io/instance": "stolen"},
+        "annotations": {"cost-center": "42"},
+    }, services={"primary": {"type": "LoadBalancer",
+                             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+                 "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
+    monitoring_scenarios(st, live)
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 

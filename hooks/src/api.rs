@@ -16,6 +16,9 @@ use k8s_openapi::{
     },
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
+mod placement;
+
+pub use placement::{AntiAffinity, PodPlacement, ServiceExposure, ServiceType, ServicesSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +111,23 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
 
+    /// Application accounts, each with a database and a password Secret an
+    /// application can mount (see README). Unset: `app` (read-write) and `app_ro`
+    /// (read-only) on the database `app`; `[]`: none.
+    /// Names are unique (a list-map keyed by `name`), at most 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 16, "x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub users: Option<Vec<UserSpec>>,
+
+    /// Where the server pods are scheduled (node selector, tolerations, affinity,
+    /// spread, priority, pull secrets) and extra pod labels and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPlacement>,
+
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServicesSpec>,
+
     /// Who may connect to the servers: the NetworkPolicy `<name>` (issue 18.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSpec>,
@@ -117,6 +137,41 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("restore is immutable"))]
     pub restore: Option<RestoreSpec>,
+
+    /// Server metrics: an optional `mysqld_exporter` sidecar in every server pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
+}
+
+/// Monitoring of the servers themselves (the hook's own metrics need nothing here).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// A `mysqld_exporter` sidecar (port 9104, named `metrics`) in every server pod,
+    /// logged in over the server's socket as its own least-privilege account
+    /// `exporter`. Turning it on or off changes the pod template: the servers roll
+    /// once, in order.
+    #[serde(default)]
+    pub exporter: ExporterSpec,
+}
+
+/// The `mysqld_exporter` sidecar.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExporterSpec {
+    /// Run the sidecar (default false).
+    #[serde(default)]
+    pub enabled: bool,
+
+    /// The exporter image; default `quay.io/prometheus/mysqld-exporter:v0.20.0`. Any
+    /// `mysqld_exporter` of v0.19 or later (`--mysqld.address=unix://...`) works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+
+    /// Resources of the sidecar; default requests 10m CPU and 32Mi, limit 128Mi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 fn default_replicas() -> i32 {
@@ -134,6 +189,54 @@ pub struct NetworkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
     pub client_namespaces: Option<Vec<String>>,
+}
+
+/// An application account.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UserSpec {
+    /// The account name (`<name>@'%'`). Not one of the hook's own accounts.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9_]{0,31}$"))]
+    #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
+    pub name: String,
+    /// The database it uses (created if missing).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_]{1,64}$"))]
+    #[x_kube(validation = Rule::new("!(self in ['mysql', 'sys', 'information_schema', 'performance_schema', '_mysqlhook'])").message("a user's database may not be a system schema"))]
+    pub database: String,
+    /// `ReadWrite` (default: every privilege on the database) or `ReadOnly`
+    /// (SELECT and SHOW VIEW); a read-only user's Secret names the `-replicas`
+    /// Service.
+    #[serde(default)]
+    pub access: UserAccess,
+    /// A Secret of your own holding the password (it must carry the label
+    /// `mysqlhook.dev/user-credentials: "true"`). Unset: the hook generates
+    /// `<name>-user-<user>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret: Option<PasswordSecretRef>,
+}
+
+/// A key of a Secret of the user's own.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordSecretRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key; default `password`.
+    #[serde(default = "default_password_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_password_key() -> String {
+    "password".to_owned()
+}
+
+/// What an application account may do on its database.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UserAccess {
+    #[default]
+    ReadWrite,
+    ReadOnly,
 }
 
 /// The database server family.

@@ -21,6 +21,9 @@ pub const REPLICATION_PASSWORD: &str = "replication-password";
 
 /// Keys of the credentials Secret.
 pub const KEYS: [&str; 2] = [ROOT_PASSWORD, REPLICATION_PASSWORD];
+/// The key of the exporter Secret (`<name>-exporter`), which the hook always owns,
+/// also when `spec.credentialsSecretName` names the user's own credentials.
+pub const EXPORTER_PASSWORD: &str = "password";
 
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -52,7 +55,32 @@ pub fn data(
     entropy: &[u8; 32],
     uid: &str,
 ) -> BTreeMap<String, ByteString> {
-    KEYS.iter()
+    keyed(&KEYS, observed, entropy, uid)
+}
+
+/// The exporter Secret's data, kept like [`data`]: its password is derived for
+/// the purpose `exporter-password`.
+#[must_use]
+pub fn exporter_data(
+    observed: Option<&BTreeMap<String, ByteString>>,
+    entropy: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    let value = observed
+        .and_then(|d| d.get(EXPORTER_PASSWORD))
+        .filter(|v| !v.0.is_empty())
+        .cloned()
+        .unwrap_or_else(|| ByteString(derive(entropy, uid, "exporter-password").into_bytes()));
+    BTreeMap::from([(EXPORTER_PASSWORD.to_owned(), value)])
+}
+
+fn keyed(
+    keys: &[&str],
+    observed: Option<&BTreeMap<String, ByteString>>,
+    entropy: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    keys.iter()
         .map(|key| {
             let value = observed
                 .and_then(|d| d.get(*key))

@@ -69,5 +69,9 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
     if s3_backup || s3_restore {
         related_resources.push(access::opted_in_secrets(namespace));
     }
+    // Passwords of application users from Secrets of the user's own (opted in).
+    if spec.users.as_ref().is_some_and(|u| u.iter().any(|u| u.password_secret.is_some())) {
+        related_resources.push(crate::users::opted_in_secrets(namespace));
+    }
     Ok(CustomizeResponse { related_resources })
 }

@@ -23,7 +23,8 @@
 //! - [`sync`], [`finalize`], [`customize`]: the three hooks of `MySQL`;
 //! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
 //!   and reading what backup and restore Jobs report;
-//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
+//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks;
+//! - [`users`]: application accounts and their password Secrets.
 
 pub mod access;
 pub mod api;
@@ -52,6 +53,7 @@ pub mod rollout;
 pub mod scripts;
 pub mod servers;
 pub mod sync;
+pub mod users;
 pub mod version;
 
 pub use customize::customize;

@@ -62,13 +62,34 @@ pub struct Cluster {
     /// The hook's own image: every pod installs the scripts from it (see
     /// [`crate::build::pod::install_scripts`]).
     pub scripts_image: String,
+    /// Where the pods run, with extra pod labels that would change the hook's own
+    /// already removed (see [`crate::api::PodPlacement`]).
+    pub placement: crate::api::PodPlacement,
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    pub services: crate::api::ServicesSpec,
+    /// The `mysqld_exporter` sidecar, when `spec.monitoring.exporter.enabled`.
+    pub exporter: Option<Exporter>,
 }
+
+/// The `mysqld_exporter` sidecar of every server pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exporter {
+    pub image: String,
+    /// Canonical quantities.
+    pub resources: ResourceRequirements,
+}
+
+/// The exporter image when `spec.monitoring.exporter.image` is unset: upstream's,
+/// v0.19 or later for `--mysqld.address=unix://...`.
+pub const DEFAULT_EXPORTER_IMAGE: &str = "quay.io/prometheus/mysqld-exporter:v0.20.0";
 
 /// The data volume claim template's name, fixed: changing it would orphan every
 /// volume.
 pub const DATA_VOLUME: &str = "data";
 /// The mysqld container's name in the pod template.
 pub const MYSQLD: &str = "mysqld";
+/// The `mysqld_exporter` sidecar's name in the pod template.
+pub const EXPORTER: &str = "exporter";
 /// The file in the config ConfigMap that holds the option file.
 pub const MY_CNF: &str = "my.cnf";
 
@@ -250,6 +271,28 @@ impl Cluster {
                 ),
             });
         }
+        let mut placement = spec.pod.clone().unwrap_or_default();
+        let ours = crate::labels::common(&names, crate::labels::DATABASE);
+        let clashing: Vec<String> = placement
+            .labels
+            .keys()
+            .filter(|k| {
+                ours.contains_key(*k) || k.starts_with("statefulset.kubernetes.io/") || *k == "controller-revision-hash"
+            })
+            .cloned()
+            .chain(placement.annotations.keys().filter(|k| k.starts_with("mysqlhook.dev/")).cloned())
+            .collect();
+        if !clashing.is_empty() {
+            placement.labels.retain(|k, _| !clashing.contains(k));
+            placement.annotations.retain(|k, _| !clashing.contains(k));
+            problems.push(Problem {
+                reason: "PodLabelsIgnored",
+                message: format!(
+                    "spec.pod labels or annotations the hook sets itself are ignored: {}",
+                    clashing.join(", ")
+                ),
+            });
+        }
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -273,6 +316,9 @@ impl Cluster {
             primary,
             names,
             scripts_image: scripts_image.to_owned(),
+            placement,
+            services: spec.services.clone().unwrap_or_default(),
+            exporter: exporter(spec.monitoring.as_ref(), running_pod_spec, &mut problems),
         };
         (cluster, problems)
     }
@@ -308,6 +354,32 @@ fn volume_spec(
 
 /// Canonical resources, or why the API server would reject the StatefulSet that
 /// carries them (which would also block scaling and every rollout step).
+/// The exporter sidecar asked for, with canonical resources. Resources that cannot
+/// be honoured keep the running sidecar's (or, without one, the defaults) and are
+/// reported.
+fn exporter(
+    monitoring: Option<&crate::api::MonitoringSpec>,
+    running: Option<&k8s_openapi::api::core::v1::PodSpec>,
+    problems: &mut Vec<Problem>,
+) -> Option<Exporter> {
+    let spec = &monitoring.filter(|m| m.exporter.enabled)?.exporter;
+    let default = || crate::build::pod::small_resources("10m", "32Mi", "128Mi");
+    let resources = match spec.resources.as_ref().map(checked_resources).transpose() {
+        Ok(r) => r.unwrap_or_else(default),
+        Err(e) => {
+            problems.push(Problem {
+                reason: "InvalidExporterResources",
+                message: format!("spec.monitoring.exporter.resources: {e}; the running sidecar's are kept"),
+            });
+            running
+                .and_then(|p| p.containers.iter().find(|c| c.name == EXPORTER))
+                .and_then(|c| c.resources.clone())
+                .unwrap_or_else(default)
+        }
+    };
+    Some(Exporter { image: spec.image.clone().unwrap_or_else(|| DEFAULT_EXPORTER_IMAGE.to_owned()), resources })
+}
+
 fn checked_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, String> {
     let canonical = canonical_resources(r).map_err(|e| e.to_string())?;
     if canonical.claims.as_ref().is_some_and(|c| !c.is_empty()) {

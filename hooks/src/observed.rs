@@ -170,6 +170,12 @@ impl<'a> Observed<'a> {
             .map(String::as_str)
     }
 
+    /// An observed Secret child.
+    #[must_use]
+    pub fn secret(&self, secret: &str) -> Option<&'a k8s_openapi::api::core::v1::Secret> {
+        self.request.children.secrets.values().find(|s| s.metadata.name.as_deref() == Some(secret))
+    }
+
     /// An observed Secret child's data.
     #[must_use]
     pub fn secret_data(&self, secret: &str) -> Option<&'a BTreeMap<String, k8s_openapi::ByteString>> {

@@ -22,7 +22,7 @@ use crate::{
     observed::Observed,
     restore::{self, Restore},
     roles::{self, Roles},
-    rollout, servers,
+    rollout, servers, users,
 };
 
 /// How often to look again while something is in flight.
@@ -128,6 +128,16 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     // status.servers, and the Job that inspects the servers when what is observed changes.
     let servers = servers::plan(&cluster, &observed, initialized);
     children.extend(servers.jobs.into_iter().map(|j| Child::Job(Box::new(j))));
+    let users = users::plan(
+        &request.parent,
+        &cluster,
+        &observed,
+        &request.related.secrets,
+        bootstrap.initialized(),
+        &ctx.entropy,
+    );
+    children.extend(users.secrets.iter().map(|s| Child::Secret(Box::new(s.clone()))));
+    children.extend(users.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
     let observed_cron = request
         .children
@@ -163,7 +173,13 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
         rollout.last_switchover_error = Some(why.clone());
     }
+    if let Some(v) = &users.verdict {
+        let mut extra = Conditions::new(&previous.conditions, ctx.now);
+        extra.set(v.type_, v.status, v.reason, v.message.clone());
+        merge_conditions(&mut status.conditions, extra.finish());
+    }
     let busy = status.phase != Some(Phase::Running)
+        || users.busy
         || matches!(bootstrap, Bootstrap::Running(_))
         || restore.blocks_bootstrap
         || !crate::conditions::is_true(&status.conditions, TEMPLATE_APPLIED);
@@ -194,7 +210,11 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
     ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
     ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;
-    ours("Secret", &c.secrets, |n| n == names.credentials)?;
+    ours("Secret", &c.secrets, |n| {
+        n == names.credentials
+            || n == names.exporter
+            || n.rsplit_once("-user-").is_some_and(|(_, user)| names.user_secret(user) == n)
+    })?;
     Ok(())
 }
 
@@ -266,6 +286,10 @@ fn desired_children(
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
         let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
+        children.push(Child::Secret(Box::new(secret)));
+    }
+    if c.exporter.is_some() {
+        let secret = config::exporter_secret(c, observed.secret_data(&c.names.exporter), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children

@@ -276,7 +276,7 @@ fn job_spec(
     main: Container,
     volumes: Vec<Volume>,
 ) -> JobSpec {
-    JobSpec {
+    let mut spec = JobSpec {
         backoff_limit: Some(BACKOFF_LIMIT),
         active_deadline_seconds: Some(DEADLINE_SECONDS),
         template: PodTemplateSpec {
@@ -294,7 +294,11 @@ fn job_spec(
             }),
         },
         ..Default::default()
+    };
+    if let Some(pod_spec) = spec.template.spec.as_mut() {
+        pod::place_job(c, pod_spec);
     }
+    spec
 }
 
 fn server_container(c: &Cluster, name: &str, command: Vec<String>, env: Vec<EnvVar>) -> Container {

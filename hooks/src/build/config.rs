@@ -86,6 +86,18 @@ pub fn is_option_file(c: &crate::names::Names, name: &str) -> bool {
     name.rsplit_once("-config-").is_some_and(|(_, hash)| c.option_file(hash) == name)
 }
 
+/// The exporter account's Secret `<name>-exporter`, with the `mysqld_exporter`
+/// sidecar. Observed values are kept (the Secret is created once, never updated).
+#[must_use]
+pub fn exporter_secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteString>>, entropy: &[u8; 32]) -> Secret {
+    Secret {
+        metadata: meta(&c.names.exporter, labels::common(&c.names, labels::DATABASE)),
+        type_: Some("Opaque".to_owned()),
+        data: Some(credentials::exporter_data(observed, entropy, &c.uid)),
+        ..Default::default()
+    }
+}
+
 /// The credentials Secret, when the hook owns it. Observed values are kept.
 #[must_use]
 pub fn secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteString>>, entropy: &[u8; 32]) -> Secret {

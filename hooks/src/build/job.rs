@@ -37,7 +37,7 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
     let mut env = pod::script_env(c);
     env.push(pod::env("TERMINATION_LOG", "/dev/termination-log"));
     env.extend(r.env.iter().cloned());
-    Job {
+    let mut job = Job {
         metadata: meta(&name, pod_labels.clone()),
         spec: Some(JobSpec {
             backoff_limit: Some(3),
@@ -78,5 +78,9 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
             ..Default::default()
         }),
         ..Default::default()
+    };
+    if let Some(spec) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod::place_job(c, spec);
     }
+    job
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::{
     api::core::v1::{
         Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
-        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretVolumeSource,
-        SecurityContext, Volume, VolumeMount,
+        ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretKeySelector,
+        SecretVolumeSource, SecurityContext, Volume, VolumeMount,
     },
     apimachinery::pkg::api::resource::Quantity,
 };
@@ -29,6 +29,23 @@ pub const INSTALL_SCRIPTS: &str = "install-scripts";
 #[must_use]
 pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
+}
+
+/// `NAME` from key `key` of Secret `secret`.
+#[must_use]
+pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// The variables every Job script reads (see `hooks/scripts/README.md`): a Job is
@@ -198,6 +215,16 @@ pub fn install_scripts(c: &Cluster) -> Container {
         security_context: Some(container_security()),
         ..Default::default()
     }
+}
+
+/// Where a Job pod runs, from `spec.pod`: the same nodes, taints, priority and
+/// pull secrets as the servers (affinity and spread are the servers' own).
+pub fn place_job(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    let p = &c.placement;
+    spec.node_selector = (!p.node_selector.is_empty()).then(|| p.node_selector.clone());
+    spec.tolerations = (!p.tolerations.is_empty()).then(|| p.tolerations.clone());
+    spec.priority_class_name.clone_from(&p.priority_class_name);
+    spec.image_pull_secrets = (!p.image_pull_secrets.is_empty()).then(|| p.image_pull_secrets.clone());
 }
 
 /// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.
