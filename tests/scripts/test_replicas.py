@@ -358,7 +358,17 @@ def test_seed_figures_under_writes(cluster):
     donor = r.json.get("seededFrom")
     assert r.rc == 0 and r.json["result"] == "joined" and donor in ("db-1", "db-2"), r
     assert any(f"is being seeded from {donor}" in s for s in seen), seen[:5]
-    assert probe(c, "readiness", "db-3", pf, **env)[0] == 0
+    # Ready once it has caught up with what the primary took during the copy
+    # (at once for 100 MB; a 1 GB copy under writes leaves a backlog).
+    t_joined = time.time()
+    last: list[str] = []
+
+    def ready():
+        rc, out = probe(c, "readiness", "db-3", pf, **env)
+        last[:] = [out]
+        return rc == 0
+    wait_for(ready, timeout=600, interval=0.5, what=f"db-3 Ready ({last})")
+    ready_s = time.time() - t_joined
     time.sleep(1)
     w.stop()
     assert w.errors == 0
@@ -369,7 +379,8 @@ def test_seed_figures_under_writes(cluster):
     seed_s = float(r.stderr.split(f"seeded db-3 from {donor} in ")[1].split(" s")[0])
     REPORT.append(f"seed figures: {size} MB of InnoDB tables (SEED_MB={SEED_MB}) copied to a new replica from "
                   f"{donor} in {seed_s:.0f} s (join.sh {r.seconds:.1f} s, {size / max(r.seconds, 0.1):.1f} MB/s) under "
-                  f"a write stream of {len(w.acked)} acknowledged rows, 0 lost; bulk load {fill_s:.0f} s")
+                  f"a write stream of {len(w.acked)} acknowledged rows, 0 lost; Ready {ready_s:.1f} s after join.sh; "
+                  f"bulk load {fill_s:.0f} s")
 
 
 def fill_local(s, mb: int):
@@ -528,3 +539,12 @@ def test_inspect_reports_every_server(cluster):
     assert s["db-3"]["seeding"] is True and s["db-3"]["errant"] == "0-4-1" and "source" not in s["db-3"], s
     assert len(r.line) < 4000
     _json.loads(r.line)
+
+
+def test_binary_logs_expire(cluster):
+    """The hook's my.cnf sets binary-log expiry (spec.replication.binlogExpireSeconds,
+    7 days by default): a real server takes it (MariaDB's own default never expires)."""
+    c = cluster
+    c.bootstrap()
+    for s in c.servers:
+        assert int(s.value("SELECT @@binlog_expire_logs_seconds")) == 604800, s
