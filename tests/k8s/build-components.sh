@@ -6,6 +6,7 @@
 #
 #   build-components.sh            etcd + kube-apiserver (what CI needs)
 #   build-components.sh --full     also kube-controller-manager, kube-scheduler, kwok
+#   build-components.sh --kustomize   only kustomize (also part of the two above)
 #   build-components.sh --print-bin-dir   print the bin dir and exit (builds nothing)
 #
 # Versions are pinned in versions.env beside this script. A binary is rebuilt only
@@ -27,14 +28,16 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "${here}/versions.env"
 
-usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 log() { printf 'build-components: %s\n' "$*" >&2; }
 die() { printf 'build-components: ERROR: %s\n' "$*" >&2; exit 1; }
 
 full=0
 print_only=0
+kustomize_only=0
 for arg in "$@"; do
   case "${arg}" in
+    --kustomize) kustomize_only=1 ;;
     --full) full=1 ;;
     --print-bin-dir) print_only=1 ;;
     -h|--help) usage; exit 0 ;;
@@ -108,6 +111,32 @@ build_etcd() {
   log "etcd ${ETCD_VERSION} built in $(( $(now) - t0 ))s"
 }
 
+# ----------------------------------------------------------------------- kustomize
+# What `kubectl apply -k` users render the install manifests with (the tests render
+# metacontroller/ and its overlays with it, tests/k8s/conformance.py and
+# tests/scripts_image.rs).
+build_kustomize() {
+  local dir="${build_dir}/kustomize-${KUSTOMIZE_VERSION}" t0
+  t0=$(now)
+  log "building kustomize ${KUSTOMIZE_VERSION} (sigs.k8s.io/kustomize/kustomize/v5) in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  printf 'module mysqlhook.local/kustomize-build\n\ngo 1.26\n' >"${dir}/go.mod"
+  (cd "${dir}" && go get "sigs.k8s.io/kustomize/kustomize/v5@${KUSTOMIZE_VERSION}")
+  (cd "${dir}" && go build -ldflags "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=${KUSTOMIZE_VERSION}" \
+      -o "${dir}/kustomize.tmp" sigs.k8s.io/kustomize/kustomize/v5)
+  install_bin "${dir}/kustomize.tmp" kustomize "${KUSTOMIZE_VERSION}"
+  log "kustomize ${KUSTOMIZE_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+ensure_kustomize() {
+  if up_to_date kustomize "${KUSTOMIZE_VERSION}"; then
+    log "kustomize ${KUSTOMIZE_VERSION} is up to date"
+  else
+    build_kustomize
+  fi
+}
+
 # ---------------------------------------------------------------------- kubernetes
 build_kubernetes() { # component names (cmd/<name>)
   local dir="${build_dir}/kubernetes" t0 upstream_mod go_line major minor ldflags
@@ -176,6 +205,11 @@ build_kwok() {
 
 # ---------------------------------------------------------------------------- main
 start=$(now)
+if [[ ${kustomize_only} == 1 ]]; then
+  ensure_kustomize
+  echo "${bin_dir}"
+  exit 0
+fi
 k8s_components=(kube-apiserver)
 [[ ${full} == 1 ]] && k8s_components+=(kube-controller-manager kube-scheduler)
 
@@ -184,6 +218,7 @@ if up_to_date etcd "${ETCD_VERSION}"; then
 else
   build_etcd
 fi
+ensure_kustomize
 
 missing=()
 for c in "${k8s_components[@]}"; do
