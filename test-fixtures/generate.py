@@ -288,6 +288,60 @@ def annotated(p, **annotations):
     return p
 
 
+# ---------------------------------------------------------------- replicas (issue 15)
+
+GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
+def finished_at(pod, at):
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = at
+    return pod
+
+
+def replica_scenarios(running, st):
+    live = observed(running["children"], kept_done(running["children"]))
+    all_ready = related(*pods([True, True, True]))
+    # spec.replication reaches the config ConfigMap (maxLagSeconds, rebuildErrant:
+    # no pod template change) and the option file (binary-log expiry).
+    write("sync", "replication-settings", request(parent(status=st, replication={
+        "maxLagSeconds": 30, "rebuildErrant": True, "binlogExpireSeconds": 86400}), live, all_ready))
+    # Expiry set twice (the field and spec.config): refused, the running option file kept.
+    write("sync", "binlog-expiry-twice", request(parent(status=st, replication={"binlogExpireSeconds": 86400},
+                                                        config={"binlog-expire-logs-seconds": "3600"}), live, all_ready))
+    # status.servers from the inspect Job's report: db-2 lags 12 s (within 60 s: Ready).
+    inspect = job_named(running, "inspect")
+    report = {"result": "inspected", "primary": "db-0", "servers": [
+        {"name": "db-0", "up": True, "writable": True, "gtid": f"{GTID}:1-1042", "semiSync": True,
+         "semiSyncClients": 2},
+        {"name": "db-1", "up": True, "writable": False, "source": "db-0", "io": "Yes", "sql": "Yes", "lag": 0,
+         "gtid": f"{GTID}:1-1042"},
+        {"name": "db-2", "up": True, "writable": False, "source": "db-0", "io": "Yes", "sql": "Yes", "lag": 12,
+         "gtid": f"{GTID}:1-1013"}]}
+    line = lambda r: json.dumps(r, separators=(",", ":"))
+    done = {**kept_done(running["children"]), inspect: "succeeded"}
+    inspected_pod = job_pod(inspect, "inspect", line(report))
+    write("sync", "servers-inspected", request(parent(status=st), observed(running["children"], done),
+                                               related(*pods([True, True, True]), inspected_pod)))
+    # db-2's applier stops on an error and it turns not Ready: a new inspection
+    # (another signature), the last one kept, and shown, until it has finished.
+    write("sync", "servers-replica-stopped", request(parent(status=st), observed(running["children"], done),
+                                                     related(*pods([True, True, False]), inspected_pod)))
+    stopped = response_of("sync", "servers-replica-stopped")
+    if stopped is None:
+        return
+    newer = next(c["metadata"]["name"] for c in stopped["children"] if c["kind"] == "Job"
+                 and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == "inspect"
+                 and c["metadata"]["name"] != inspect)
+    report["servers"][2] = {"name": "db-2", "up": True, "writable": False, "source": "db-0", "io": "Yes",
+                            "sql": "No", "error": "Could not execute Write_rows_v1 event on table app.t; "
+                            "Duplicate entry '2' for key 'PRIMARY', Error_code: 1062", "gtid": f"{GTID}:1-1020",
+                            "errant": "8c1f5a2e-5d3b-11ef-9f00-0242ac120004:1"}
+    write("sync", "servers-replica-stopped-inspected", request(
+        parent(status=stopped["status"]), observed(stopped["children"], {**done, newer: "succeeded"}),
+        related(*pods([True, True, False]), inspected_pod,
+                finished_at(job_pod(newer, "inspect", line(report)), "2026-11-29T11:59:40Z"))))
+
+
 def failover_scenarios(running, st, live):
     """Automatic failover and requested switchover, walked from the running cluster.
 
@@ -584,6 +638,7 @@ def main():
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    replica_scenarios(running, st)
     # Placement and exposure knobs (issue 17.5): a new template, held for the walk.
     write("sync", "placement-and-exposure", request(parent(status=st, pod={
         "nodeSelector": {"pool": "databases"},

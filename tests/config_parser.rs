@@ -79,7 +79,11 @@ impl Parser {
         Self {
             exe: mariadbd(),
             dir,
-            base_cnf: mycnf::render(Flavor::Mariadb, &BTreeMap::new()),
+            base_cnf: mycnf::render(
+                Flavor::Mariadb,
+                &mycnf::binlog_expiry(Flavor::Mariadb, "10.11.9", 604_800),
+                &BTreeMap::new(),
+            ),
             runs: AtomicUsize::new(0),
         }
     }

@@ -144,6 +144,8 @@ for p in "${members[@]}"; do
   [ "$p" = "$primary" ] && continue
   is_member_of "$p" "${errant[@]}" && continue
   if replicating_from "$p" "$primary"; then joined+=("$p"); continue; fi
+  # an interrupted seed (partial data): its agent copies a donor again
+  if sql_is_seeding "$p"; then log "$p is being seeded; its agent joins it"; continue; fi
   e=$(sql_gtid_executed "$p"); pexec=$(sql_gtid_executed "$primary")
   if ! gtid_subset "$e" "$pexec" "$primary"; then
     log "$p has transactions the primary lacks: $(gtid_subtract "$e" "$pexec" "$primary")"

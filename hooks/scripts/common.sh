@@ -853,8 +853,8 @@ gtid_union() {
 # --- replica status ----------------------------------------------------------
 # sql_replica_status POD: sets RS_CONFIGURED (0/1), RS_HOST, RS_PORT, RS_IO
 # (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR,
-# RS_RELAY_FILE / RS_RELAY_POS (the applier's position in the relay log),
-# RS_USING_GTID (MariaDB Using_Gtid).
+# RS_IO_ERRNO / RS_SQL_ERRNO (0: none), RS_RELAY_FILE / RS_RELAY_POS (the
+# applier's position in the relay log), RS_USING_GTID (MariaDB Using_Gtid).
 # MySQL: SHOW REPLICA STATUS (RM 15.7.7.35), Source_*/Replica_* field names.
 # MariaDB: SHOW SLAVE STATUS, Master_*/Slave_* field names.
 sql_replica_status() {
@@ -864,7 +864,7 @@ sql_replica_status() {
     mariadb) out=$(SQL_VERTICAL=1 sql "$1" 'SHOW SLAVE STATUS') ;;
   esac
   RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_IO_GTID="" RS_ERR=""
-  RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID=""
+  RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID="" RS_IO_ERRNO=0 RS_SQL_ERRNO=0
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*([A-Za-z_]+):[[:space:]]?(.*)$ ]] || continue
     k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
@@ -879,6 +879,8 @@ sql_replica_status() {
       Relay_Log_Pos) RS_RELAY_POS=$v ;;
       Using_Gtid) RS_USING_GTID=$v ;;
       Last_IO_Error|Last_SQL_Error) [ -n "$v" ] && RS_ERR+="${RS_ERR:+; }$v" ;;
+      Last_IO_Errno) RS_IO_ERRNO=${v:-0} ;;
+      Last_SQL_Errno) RS_SQL_ERRNO=${v:-0} ;;
     esac
   done <<< "$out"
   return 0
@@ -935,6 +937,9 @@ sql_make_replica() {
   local pod=$1 src=$2 h p pw
   h=$(sql_quote "$(pod_host "$src")"); p=$(pod_port "$src")
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
+  # a server being seeded holds a partial copy: replicating into it would
+  # replay history over half-loaded tables; its agent joins it when done
+  if sql_is_seeding "$pod"; then log "$pod: being seeded; not made a replica"; return 1; fi
   # never a writable replica: read-only first, and verified
   sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" || { log "$pod: cannot be made read-only"; return 1; }
   [ "$(sql_is_fenced "$pod")" = 1 ] || { log "$pod: still writable"; return 1; }
@@ -1477,4 +1482,163 @@ accounts_dump() {
     done
   } > "$out"
   ACCOUNTS=${#accts[@]}
+}
+
+# ================================================================ seeding
+# A new or emptied server copies a healthy donor's data, then replicates from
+# the primary from the donor's GTID position (seed.sh, run by join.sh in the
+# server's own pod).  An empty server therefore never depends on the primary
+# still having every binary log since the cluster began (a restore, PURGE
+# BINARY LOGS, binlog expiry).
+# - MySQL 8.4: the clone plugin (RM 7.6.7): CLONE INSTANCE run on the
+#   recipient pulls a physical copy from the donor over the server port,
+#   replaces the recipient's data, carries gtid_executed and restarts the
+#   recipient (here: mysqld exits and the kubelet restarts the container).
+# - MariaDB: a logical stream over TCP: mariadb-dump --single-transaction
+#   --master-data --gtid from the donor piped into the recipient with the
+#   binary log off (see seed.sh for why not mariadb-backup).
+
+# sql_is_seeding POD: 0 while POD holds a partial copy.
+# MySQL: a clone is in progress on POD (performance_schema.clone_status,
+#   RM 29.12.19.1; the table exists only with the clone plugin loaded).
+# MariaDB: the local table _mysqlhook.seeding exists (seed.sh writes it with
+#   the binary log off before it empties the server and drops it last).
+sql_is_seeding() {
+  local v
+  case $FLAVOR in
+    mysql)   v=$(sql "$1" "SELECT COUNT(*) FROM performance_schema.clone_status WHERE STATE = 'In Progress'" 2>/dev/null) || return 1 ;;
+    mariadb) v=$(sql "$1" "SELECT COUNT(*) FROM information_schema.tables
+               WHERE table_schema = '_mysqlhook' AND table_name = 'seeding'" 2>/dev/null) || return 1 ;;
+  esac
+  [ "${v:-0}" != 0 ]
+}
+# server_is_empty POD: what init.sh leaves (a new pod, a deleted volume): no
+# GTID history, no application schema, no replica configuration.
+# MySQL: gtid_executed; MariaDB: gtid_binlog_state and gtid_slave_pos.
+server_is_empty() {
+  local pod=$1 g
+  case $FLAVOR in
+    mysql)   g=$(sql "$pod" "SELECT REPLACE(@@global.gtid_executed, '\n', '')") || return 1 ;;
+    mariadb) g=$(sql "$pod" "SELECT CONCAT(@@global.gtid_binlog_state, @@global.gtid_slave_pos)") || return 1 ;;
+  esac
+  [ -z "$g" ] && [ -z "$(sql_user_schemas "$pod")" ] || return 1
+  sql_replica_status "$pod"
+  [ "$RS_CONFIGURED" = 0 ]
+}
+# sql_ident NAME: a quoted SQL identifier.  Pure.
+sql_ident() { local s=$1; s=${s//\`/\`\`}; printf '`%s`' "$s"; }
+
+# --- MariaDB: logical copy -----------------------------------------------------
+# mdb_seed_begin POD DONOR: POD forgets any source, is marked seeding, and
+# loses its application schemas, its accounts other than root and
+# mariadb.sys, and its GTID history -- all with the binary log off, so
+# nothing of it is ever replicated.  STOP SLAVE, RESET SLAVE ALL, RESET
+# MASTER, gtid_slave_pos, DROP DATABASE / USER / ROLE.
+mdb_seed_begin() {
+  local pod=$1 donor=$2 q="$SQL_NO_BINLOG" s u h role
+  sql "$pod" "STOP SLAVE; RESET SLAVE ALL" || return 1
+  sql "$pod" "$SQL_NO_BINLOG CREATE DATABASE IF NOT EXISTS _mysqlhook;
+    CREATE TABLE IF NOT EXISTS _mysqlhook.seeding (id INT PRIMARY KEY, donor VARCHAR(255) NOT NULL,
+      started DATETIME NOT NULL);
+    REPLACE INTO _mysqlhook.seeding VALUES (1, $(sql_quote "$donor"), UTC_TIMESTAMP())" || return 1
+  while IFS= read -r s; do
+    [ -n "$s" ] && q+="DROP DATABASE IF EXISTS $(sql_ident "$s");"
+  done < <(sql_user_schemas "$pod")
+  while IFS=$'\t' read -r u h role; do
+    [ -n "$u$h" ] || continue
+    if [ "$role" = Y ]; then q+="DROP ROLE IF EXISTS $(sql_ident "$u");"
+    else q+="DROP USER IF EXISTS $(sql_quote "$u")@$(sql_quote "$h");"; fi
+  done < <(sql "$pod" "SELECT user, host, is_role FROM mysql.user
+    WHERE NOT (user = 'root' AND host IN ('localhost', '%')) AND user <> 'mariadb.sys'")
+  q+="RESET MASTER; SET GLOBAL gtid_slave_pos='';"
+  sql "$pod" "$q"
+}
+# mdb_dump_users POD: POD's accounts and roles as CREATE USER IF NOT EXISTS
+# and GRANT statements (mariadb-dump --system=users), on stdout.  They carry
+# password hashes: stdout goes to a private file or a pipe, never argv.
+mdb_dump_users() {
+  local pod=$1
+  timeout "$QUERY_TIMEOUT" "$DUMP" --defaults-extra-file="$CNF" --protocol=TCP -h "$(pod_host "$pod")" \
+    -P "$(pod_port "$pod")" --system=users --insert-ignore \
+    --skip-comments --skip-dump-date
+}
+# mdb_users_loadable < dump > statements: the accounts dump without its PROXY
+# grants: mariadb-install-db grants root@localhost PROXY ON ''@'%', which root@'%'
+# (the scripts' account) may not grant again (ER 1698), and the copy needs
+# none.  Pure.
+mdb_users_loadable() {
+  local line
+  while IFS= read -r line || [ -n "$line" ]; do
+    [[ $line == "GRANT PROXY ON "* ]] && continue
+    printf '%s\n' "$line"
+  done
+}
+# mdb_dump_data POD DB...: a consistent (InnoDB) dump of the DBs on stdout,
+# its GTID position as a comment near the end (-- SET GLOBAL gtid_slave_pos=):
+# --single-transaction --master-data=2 --gtid (MariaDB takes the position from
+# the snapshot itself, binlog_snapshot_file/pos: no global read lock).
+mdb_dump_data() {
+  local pod=$1; shift
+  timeout "${SEED_TIMEOUT:-21600}" "$DUMP" --defaults-extra-file="$CNF" --protocol=TCP -h "$(pod_host "$pod")" \
+    -P "$(pod_port "$pod")" --max-allowed-packet=1G \
+    --single-transaction --master-data=2 --gtid --routines --events --triggers --hex-blob \
+    --add-drop-database --default-character-set=utf8mb4 --skip-dump-date --databases "$@"
+}
+# mdb_seed_state BEFORE AFTER POS: the donor's gtid_binlog_state at the
+# dump's snapshot, from its states read before and after the dump and the
+# dump's position: each entry as before, the position's own (domain,
+# server_id) at the position.  Returns 1 when that cannot be known: an entry
+# of another server_id changed while the dump ran (a role change), or the
+# position is not between the two states.  Pure.
+mdb_seed_state() {
+  local before=$1 after=$2 pos=$3 e k out=""
+  local -A b=() a=() p=()
+  csv_items "$before"; for e in "${CSV[@]}"; do b[${e%-*}]=${e##*-}; done
+  csv_items "$after";  for e in "${CSV[@]}"; do a[${e%-*}]=${e##*-}; done
+  csv_items "$pos";    for e in "${CSV[@]}"; do p[${e%-*}]=${e##*-}; done
+  (( ${#p[@]} > 0 )) || return 1
+  for k in "${!b[@]}"; do [ -n "${a[$k]+x}" ] || return 1; done
+  for k in "${!a[@]}"; do
+    [ -n "${p[$k]+x}" ] && continue
+    [ "${b[$k]:-}" = "${a[$k]}" ] || return 1
+    out+="${out:+,}$k-${a[$k]}"
+  done
+  for k in "${!p[@]}"; do
+    [ -n "${a[$k]+x}" ] && (( ${b[$k]:-0} <= p[$k] && p[$k] <= a[$k] )) || return 1
+    out+="${out:+,}$k-${p[$k]}"
+  done
+  mdb_state_max "$out"
+}
+# mdb_seed_finish POD STATE POS: after the load, POD's GTID history is the
+# donor's at the snapshot: gtid_binlog_state := STATE (its binary log is empty
+# since mdb_seed_begin), gtid_slave_pos := POS; then events the copy brought
+# in enabled are disabled on this replica (a replica's event scheduler must not
+# write; MariaDB: ALTER EVENT ... DISABLE ON SLAVE); then the seeding mark goes.
+mdb_seed_finish() {
+  local pod=$1 state=$2 pos=$3 q="$SQL_NO_BINLOG" d n
+  while IFS=$'\t' read -r d n; do
+    [ -n "$d$n" ] && q+="ALTER EVENT $(sql_ident "$d").$(sql_ident "$n") DISABLE ON SLAVE;"
+  done < <(sql "$pod" "SELECT event_schema, event_name FROM information_schema.events WHERE status = 'ENABLED'")
+  q+="SET GLOBAL gtid_binlog_state=$(sql_quote "$state"); SET GLOBAL gtid_slave_pos=$(sql_quote "$pos");"
+  q+="DROP TABLE IF EXISTS _mysqlhook.seeding;"
+  sql "$pod" "$q"
+}
+
+# --- MySQL: the clone plugin ----------------------------------------------------
+# clone_sql DONOR: the statements a recipient runs to copy DONOR (RM 7.6.7.3
+# "Cloning Remote Data"): clone_valid_donor_list names the donor (RM 7.6.7.13,
+# sysvar_clone_valid_donor_list), super_read_only goes off for the clone's own
+# data removal (read_only stays ON: no application writes), then CLONE
+# INSTANCE FROM 'root'@host:port IDENTIFIED BY <root password>.  Root holds
+# BACKUP_ADMIN on the donor and CLONE_ADMIN on the recipient (GRANT ALL
+# includes both once the plugin is loaded: my.cnf plugin_load_add =
+# mysql_clone.so on every server).  Unverified here: no MySQL 8 server in CI.
+# Pure.
+clone_sql() {
+  local donor=$1 hp
+  hp="$(pod_host "$donor"):$(pod_port "$donor")"
+  printf '%s' "SET GLOBAL clone_valid_donor_list=$(sql_quote "$hp");
+    SET GLOBAL super_read_only=OFF;
+    CLONE INSTANCE FROM 'root'@$(sql_quote "$(pod_host "$donor")"):$(pod_port "$donor")
+      IDENTIFIED BY $(sql_quote "$MYSQL_ROOT_PASSWORD")"
 }

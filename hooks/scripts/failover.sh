@@ -146,7 +146,10 @@ else
   errant=("${ERRANT[@]}") candidates=()
   for p in "${errant[@]}"; do log "$p is errant: it wrote transactions no other member has"; done
   [ "$old_up" = true ] && candidates+=("$old")
-  candidates+=("${NONERRANT[@]}")
+  for p in "${NONERRANT[@]}"; do
+    # a server being seeded holds a partial copy: never promoted
+    if sql_is_seeding "$p"; then log "$p is being seeded: not a candidate"; else candidates+=("$p"); fi
+  done
   r_arr errant "${errant[@]}"
   (( ${#candidates[@]} > 0 )) || fail no-candidate "no member answers that could be promoted (errant: ${errant[*]:-none})"
   CAND_SET=()

@@ -95,6 +95,11 @@ pub struct MySQLSpec {
     #[serde(default)]
     pub failover: FailoverSpec,
 
+    /// How replicas are judged and kept: the lag a Ready replica may have, whether
+    /// an errant replica is rebuilt by itself, how long binary logs are kept.
+    #[serde(default)]
+    pub replication: ReplicationSpec,
+
     /// Name of an existing Secret with keys `root-password` and
     /// `replication-password`. When unset the hook creates `<name>-credentials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -306,6 +311,90 @@ fn default_true() -> bool {
     true
 }
 
+/// Replication settings (see docs/replication.md).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicationSpec {
+    /// A replica further behind its source than this is not Ready (out of the
+    /// `-replicas` Service). Reaches running servers through the config ConfigMap:
+    /// changing it restarts nothing.
+    #[serde(default = "default_max_lag")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub max_lag_seconds: i32,
+
+    /// Whether a replica with transactions the primary lacks (errant) is rebuilt
+    /// by itself: emptied and copied again from a healthy replica (seeding). Never
+    /// a replica that could be the most advanced server. Off: it stays not Ready,
+    /// with the errant transactions in its readiness message, for a human.
+    #[serde(default)]
+    pub rebuild_errant: bool,
+
+    /// How long binary logs are kept before the server deletes them
+    /// (`binlog_expire_logs_seconds`). Default 7 days. A replica that is down for
+    /// longer is seeded again; keep it above the backup interval so the logs since
+    /// the last backup stay on the servers. Changing it rolls the servers (it is
+    /// in the option file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 3600, max = 8_553_600))]
+    pub binlog_expire_seconds: Option<i32>,
+}
+
+impl Default for ReplicationSpec {
+    fn default() -> Self {
+        Self { max_lag_seconds: default_max_lag(), rebuild_errant: false, binlog_expire_seconds: None }
+    }
+}
+
+/// One server of `status.servers`. `name`, `role` and `ready` are observed on
+/// every sync; the rest is what the server answered the newest `inspect` Job
+/// (`inspectedAt`), which runs whenever the primary or any server's readiness
+/// changes, so it can be older than the readiness it explains.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    /// The pod.
+    pub name: String,
+    /// `primary` or `replica`.
+    pub role: String,
+    /// The pod is Ready (for a replica: replicating, without error, within
+    /// `spec.replication.maxLagSeconds`).
+    pub ready: bool,
+    /// When the fields below were read; absent when never inspected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inspected_at: Option<Time>,
+    /// It did not answer the inspection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
+    /// Its GTID position (MySQL `gtid_executed`, MariaDB `gtid_binlog_pos`), clipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// The server it replicates from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Receiver and applier thread states, e.g. `receiver Yes, applier No`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<String>,
+    /// Seconds behind its source, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_seconds: Option<i64>,
+    /// The last replication error (receiver, then applier), clipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// It holds a partial copy: seeding from a donor is under way or was interrupted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seeding: bool,
+    /// Transactions it has that the primary lacks, clipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errant: Option<String>,
+}
+
+/// The default of `spec.replication.binlogExpireSeconds`: 7 days.
+pub const DEFAULT_BINLOG_EXPIRE_SECONDS: i32 = 604_800;
+
+fn default_max_lag() -> i32 {
+    60
+}
+
 fn default_grace_period() -> i32 {
     10
 }
@@ -329,6 +418,11 @@ pub struct MySQLStatus {
     /// Number of server pods that are Ready.
     #[serde(default)]
     pub ready_replicas: i32,
+
+    /// Every server: its role and readiness as observed now, and what it said about
+    /// its replication when last inspected (see docs/replication.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerStatus>,
 
     /// The `metadata.generation` this status was computed for (set by Metacontroller).
     #[serde(default, skip_serializing_if = "Option::is_none")]

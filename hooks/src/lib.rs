@@ -18,6 +18,7 @@
 //!   ConfigMap and the Jobs, so a lost or stale status is harmless;
 //! - [`bootstrap`]: making the first primary writable;
 //! - [`roles`]: failover and switchover, the only place the primary moves;
+//! - [`servers`]: `status.servers`, from the `inspect` Job's report;
 //! - [`rollout`], [`version`]: ordered upgrades through the StatefulSet partition;
 //! - [`sync`], [`finalize`], [`customize`]: the three hooks of `MySQL`;
 //! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
@@ -50,6 +51,7 @@ pub mod restore;
 pub mod roles;
 pub mod rollout;
 pub mod scripts;
+pub mod servers;
 pub mod sync;
 pub mod users;
 pub mod version;

@@ -48,6 +48,10 @@ pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
 pub const PRIMARY_KEY: &str = "primary";
 /// The key of the config ConfigMap that lists the members (`name=host:port ...`).
 pub const PODS_KEY: &str = "pods";
+/// The key of the config ConfigMap with `spec.replication.maxLagSeconds` (probe.sh).
+pub const MAX_LAG_KEY: &str = "maxLagSeconds";
+/// The key of the config ConfigMap with `spec.replication.rebuildErrant` (join.sh).
+pub const REBUILD_ERRANT_KEY: &str = "rebuildErrant";
 
 /// Purposes of the Jobs that change roles, in the order of [`crate::roles`].
 pub const ROLE_PURPOSES: [&str; 2] = ["failover", "switchover"];

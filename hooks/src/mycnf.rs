@@ -22,6 +22,13 @@
 //!   are loaded by `plugin_load_add`, which `mysqld --initialize` does not do, and an
 //!   unknown option would abort it.
 //! - `skip_name_resolve`: accounts are by address; a slow DNS never delays a login.
+//! - binary-log expiry (`binlog_expire_logs_seconds`, from
+//!   `spec.replication.binlogExpireSeconds`, 7 days by default): MariaDB's default
+//!   keeps binary logs forever and fills the volume. Expiry is safe for replication
+//!   since a replica that needs purged logs is seeded again (`seed.sh`); it bounds
+//!   how far back the servers' own logs reach, which is what a point-in-time
+//!   recovery from the last backup would replay (see docs/replication.md).
+//!   `spec.config` may still set it (it comes last), but not together with the field.
 
 use std::{collections::BTreeMap, fmt::Write as _};
 
@@ -241,10 +248,34 @@ pub fn malformed_entries(config: &BTreeMap<String, String>) -> Vec<String> {
         .collect()
 }
 
-/// Renders the option file. `config` must have passed [`refused_keys`] and
-/// [`malformed_entries`].
+/// The `spec.config` keys that set binary-log expiry (any spelling), sorted.
 #[must_use]
-pub fn render(flavor: Flavor, config: &BTreeMap<String, String>) -> String {
+pub fn binlog_expiry_keys(config: &BTreeMap<String, String>) -> Vec<String> {
+    config
+        .keys()
+        .filter(|k| matches!(option_name(k).as_str(), "binlog_expire_logs_seconds" | "expire_logs_days"))
+        .cloned()
+        .collect()
+}
+
+/// The binary-log expiry option line for `flavor` at `version`: seconds
+/// (`binlog_expire_logs_seconds`, MySQL 8 and MariaDB 10.6 on), else whole days
+/// rounded up (`expire_logs_days`, older MariaDB).
+#[must_use]
+pub fn binlog_expiry(flavor: Flavor, version: &str, seconds: i32) -> (&'static str, String) {
+    let old_mariadb =
+        flavor == Flavor::Mariadb && crate::version::Version::parse(version).is_some_and(|v| (v.0, v.1) < (10, 6));
+    if old_mariadb {
+        ("expire_logs_days", ((seconds.max(1) + 86_399) / 86_400).to_string())
+    } else {
+        ("binlog_expire_logs_seconds", seconds.to_string())
+    }
+}
+
+/// Renders the option file. `config` must have passed [`refused_keys`] and
+/// [`malformed_entries`]; `expiry` is the binary-log expiry line ([`binlog_expiry`]).
+#[must_use]
+pub fn render(flavor: Flavor, expiry: &(&str, String), config: &BTreeMap<String, String>) -> String {
     let mut out =
         String::from("# Written by mysql-hook. Replication safety options first; spec.config last.\n[mysqld]\n");
     let managed: &[(&str, &str)] = match flavor {
@@ -298,6 +329,7 @@ pub fn render(flavor: Flavor, config: &BTreeMap<String, String>) -> String {
     for (k, v) in managed {
         let _ = writeln!(out, "{k} = {v}");
     }
+    let _ = writeln!(out, "{} = {}", expiry.0, expiry.1);
     if !config.is_empty() {
         out.push_str("# spec.config\n");
         for (k, v) in config {
@@ -392,9 +424,24 @@ mod tests {
 
     #[test]
     fn user_options_follow_the_safety_defaults() {
-        let text = render(Flavor::Mysql, &BTreeMap::from([("max_connections".to_owned(), "500".to_owned())]));
+        let expiry = binlog_expiry(Flavor::Mysql, "8.4.3", 604_800);
+        let text = render(Flavor::Mysql, &expiry, &BTreeMap::from([("max_connections".to_owned(), "500".to_owned())]));
         let safety = text.find("super_read_only = ON").unwrap_or(usize::MAX);
         let user = text.find("max_connections = 500").unwrap_or(0);
         assert!(safety < user);
+    }
+
+    #[test]
+    fn binary_logs_expire() {
+        assert_eq!(binlog_expiry(Flavor::Mariadb, "11.4.4", 604_800), ("binlog_expire_logs_seconds", "604800".into()));
+        assert_eq!(binlog_expiry(Flavor::Mysql, "8.4.3", 3600), ("binlog_expire_logs_seconds", "3600".into()));
+        assert_eq!(binlog_expiry(Flavor::Mariadb, "10.5.9", 90_000), ("expire_logs_days", "2".into()));
+        let text = render(Flavor::Mariadb, &binlog_expiry(Flavor::Mariadb, "10.11.9", 7200), &BTreeMap::new());
+        assert!(text.contains("\nbinlog_expire_logs_seconds = 7200\n"), "{text}");
+        let config = BTreeMap::from([
+            ("loose-expire-logs-days".to_owned(), "1".to_owned()),
+            ("max_connections".to_owned(), "9".to_owned()),
+        ]);
+        assert_eq!(binlog_expiry_keys(&config), ["loose-expire-logs-days"]);
     }
 }

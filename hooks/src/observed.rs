@@ -213,6 +213,15 @@ impl<'a> Observed<'a> {
         self.terminations(job).filter(|(_, code, _)| *code == 0).max_by_key(|(at, _, _)| *at).map(|(_, _, m)| m.trim())
     }
 
+    /// [`Self::job_result`] with the time its pod finished.
+    #[must_use]
+    pub fn job_result_at(&self, job: &str) -> Option<(Option<Timestamp>, &'a str)> {
+        self.terminations(job)
+            .filter(|(_, code, _)| *code == 0)
+            .max_by_key(|(at, _, _)| *at)
+            .map(|(at, _, m)| (at, m.trim()))
+    }
+
     /// The termination message of the newest terminated pod of a Job, whatever its
     /// exit code: why a failed Job failed.
     #[must_use]

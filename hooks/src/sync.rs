@@ -22,7 +22,7 @@ use crate::{
     observed::Observed,
     restore::{self, Restore},
     roles::{self, Roles},
-    rollout, users,
+    rollout, servers, users,
 };
 
 /// How often to look again while something is in flight.
@@ -125,6 +125,9 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    // status.servers, and the Job that inspects the servers when what is observed changes.
+    let servers = servers::plan(&cluster, &observed, initialized);
+    children.extend(servers.jobs.into_iter().map(|j| Child::Job(Box::new(j))));
     let users = users::plan(
         &request.parent,
         &cluster,
@@ -157,6 +160,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         &problems,
         ctx,
     );
+    status.servers = servers.servers;
     add_backup_status(&mut status, request, &cluster, &pods, &previous, &restore, ctx);
     // A rollout's switchover that failed: the next one waits (each froze writes).
     if let (Some(why), Some(rollout)) = (&roles.rollout_switchover_failed, status.rollout.as_mut()) {
@@ -491,6 +495,7 @@ fn status(
         primary: Some(c.primary.clone()),
         replicas: i32::try_from(members.len()).unwrap_or(i32::MAX),
         ready_replicas: ready,
+        servers: Vec::new(),
         observed_generation: previous.observed_generation,
         conditions: conditions.finish(),
         operation: roles.operation.clone(),

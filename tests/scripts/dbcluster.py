@@ -667,6 +667,32 @@ class Cluster:
     def __getitem__(self, name: str) -> Server:
         return next(s for s in self.servers if s.name == name)
 
+    def add(self, name: str) -> Server:
+        """A new member (a scale-up): an empty server set up by init.sh and
+        started; PODS names it from now on."""
+        s = self.world.server(name, self.tag)
+        self.servers.append(s)
+        self.pods = pods_env(self.servers)
+        s.initialize(self.pods)
+        s.start()
+        return s
+
+    def remove(self, name: str):
+        """A member leaves (a scale-down): stopped, out of PODS."""
+        s = self[name]
+        s.stop()
+        self.servers.remove(s)
+        self.pods = pods_env(self.servers)
+
+    def wipe(self, name: str):
+        """The member's volume is deleted: stopped, data dir emptied, set up
+        again by init.sh (a new, empty server under the same name) and started."""
+        s = self[name]
+        s.kill()
+        shutil.rmtree(s.datadir)
+        s.initialize(self.pods)
+        s.start()
+
     def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
         env.setdefault("PODS", self.pods)
         return run_script(script, self.world, {k: str(v) for k, v in env.items()})
@@ -749,7 +775,7 @@ def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
 
 
 
-def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
+def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None, **extra) -> tuple[int, str]:
     pw_file = c.world.root / c.tag / "probe-root-password"
     pw_file.parent.mkdir(parents=True, exist_ok=True)
     pw_file.write_text(c.world_root_password)
@@ -758,6 +784,7 @@ def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) 
            "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
+    env.update({k: str(v) for k, v in extra.items()})
     t0 = time.time()
     r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
                        timeout=30)

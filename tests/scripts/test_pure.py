@@ -347,3 +347,43 @@ def test_gtid_within(flavor, start, pos, within):
 def test_binlog_number():
     assert out("mariadb", "binlog_number binlog.000012") == "12"
     assert sh("mariadb", "binlog_number binlog.x").returncode != 0
+
+
+# ------------------------------------------------------------ seeding (issue 15)
+
+def test_seed_state_is_the_donors_state_at_the_snapshot():
+    st = lambda b, a, p: sh("mariadb", f"mdb_seed_state '{b}' '{a}' '{p}'")  # noqa: E731
+    # the primary (server 2) wrote while the dump ran: its entry is the position
+    r = st("0-1-500,0-2-1000", "0-1-500,0-2-1100", "0-2-1050")
+    assert r.returncode == 0 and r.stdout == "0-1-500,0-2-1050", r
+    # a single history
+    assert out("mariadb", "mdb_seed_state 0-1-9 0-1-12 0-1-10") == "0-1-10"
+    # another server wrote meanwhile (a role change during the copy): unknown
+    assert st("0-1-500", "0-1-510,0-2-511", "0-2-511").returncode == 1
+    assert st("0-1-500,0-2-1000", "0-1-501,0-2-1100", "0-2-1050").returncode == 1
+    # the position is not between the two reads
+    assert st("0-1-10", "0-1-20", "0-1-25").returncode == 1
+    assert st("0-1-10", "0-1-20", "0-1-5").returncode == 1
+    assert st("0-1-10", "0-1-20", "").returncode == 1
+
+
+def test_seed_users_lose_only_their_proxy_grants():
+    dump = ("CREATE USER IF NOT EXISTS `root`@`localhost` IDENTIFIED BY PASSWORD '*AB';\n"
+            "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION;\n"
+            "GRANT PROXY ON ``@`%` TO `root`@`localhost` WITH GRANT OPTION;\n"
+            "GRANT SELECT ON `h`.* TO `app`@`%`;")
+    r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; RESULT_DONE=1; mdb_users_loadable'],
+                       input=dump, capture_output=True, text=True, timeout=60,
+                       env={"PATH": os.environ.get("PATH", ""), "FLAVOR": "mariadb", "PODS": "db-0=127.0.0.1:9",
+                            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [dump.splitlines()[i] for i in (0, 1, 3)]
+
+
+def test_clone_statement_names_the_donor_and_quotes_the_password():
+    q = out("mysql", "clone_sql db-2", MYSQL_ROOT_PASSWORD="p'w\\x")
+    assert "SET GLOBAL clone_valid_donor_list='db-2.db.ns.svc:3306';" in q
+    assert "SET GLOBAL super_read_only=OFF;" in q
+    assert "CLONE INSTANCE FROM 'root'@'db-2.db.ns.svc':3306" in q
+    assert q.endswith("IDENTIFIED BY 'p''w\\\\x'")
+    assert out("mariadb", "sql_ident 'a`b'") == "`a``b`"

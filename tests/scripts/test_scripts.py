@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPORT
 from dbcluster import (REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks, content_hash,
-                       kill_primary_mid_stream, probe, read_argv_log, rows, run_script)
+                       kill_primary_mid_stream, probe, read_argv_log, rows, run_script, wait_for)
 
 
 # ------------------------------------------------------------------------ tests
@@ -108,7 +108,7 @@ def test_probes(world, request):
         assert probe(c, "readiness", "db-0", pf)[0] == 0
         assert probe(c, "liveness", "db-0", pf)[0] == 0
         c.bootstrap()
-        assert probe(c, "readiness", "db-0", pf) == (0, "ready: read_only=0 primary=db-0")
+        assert probe(c, "readiness", "db-0", pf) == (0, "ready: db-0 is the primary (writable)")
         assert probe(c, "readiness", "db-1", pf)[0] == 0, "a read-only replica is Ready"
         assert probe(c, "liveness", "db-1", pf)[0] == 0
         # the recorded primary restarts: it comes back read-only -> NotReady, still alive
@@ -120,14 +120,22 @@ def test_probes(world, request):
         rc, out = probe(c, "readiness", "db-0", pf)
         assert rc == 1 and "read-only" in out, out
         assert probe(c, "liveness", "db-0", pf)[0] == 0
-        assert probe(c, "readiness", "db-1", pf)[0] == 0
+        # the replica's receiver lost its source: NotReady (with the error)
+        # until it has reconnected (MASTER_CONNECT_RETRY 5 s)
+        wait_for(lambda: probe(c, "readiness", "db-1", pf)[0] == 0, timeout=30, interval=0.5,
+                 what="db-1 Ready again once reconnected")
         # made writable again (what a failover to the same pod does) -> Ready
         p.query("SET GLOBAL read_only=OFF")
         assert probe(c, "readiness", "db-0", pf)[0] == 0
-        # the file names another pod: a read-only db-0 is an ordinary replica
-        p.query("SET GLOBAL read_only=ON")
+        # the file names another pod: a writable db-0 that replicates from
+        # nobody is a primary the file does not name yet (a stale file): Ready
         pf.write_text("db-1\n")
-        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        rc, out = probe(c, "readiness", "db-0", pf)
+        assert rc == 0 and "writable and replicates from nobody" in out, out
+        # read-only and not replicating: not a primary, not a working replica
+        p.query("SET GLOBAL read_only=ON")
+        rc, out = probe(c, "readiness", "db-0", pf)
+        assert rc == 1 and "does not replicate" in out, out
         # a wrong password: alive, not ready
         c.world_root_password = "wrong"
         assert probe(c, "liveness", "db-0", pf)[0] == 0
@@ -322,8 +330,9 @@ def test_errant_old_primary_is_rebuild_needed(cluster):
     pf = cluster.world.root / cluster.tag / "primary"
     pf.write_text(new + "\n")
     marker = cluster.world.root / cluster.tag / "db-0-rebuild-needed"
-    # Ready as a replica before join.sh has looked at it ...
-    assert probe(cluster, "readiness", "db-0", pf, marker)[0] == 0
+    # not Ready before join.sh has looked at it: it replicates from nobody ...
+    rc, out = probe(cluster, "readiness", "db-0", pf, marker)
+    assert rc == 1 and "does not replicate" in out, out
     r1 = cluster.run("join.sh", POD_NAME="db-0", PRIMARY_FILE=pf, REBUILD_MARKER=marker)
     assert r1.rc == 2 and r1.json["result"] == "rebuild-needed", r1
     assert r1.json["errant"].startswith("0-1-"), r1

@@ -2,7 +2,8 @@
 //! `<name>-credentials`.
 //!
 //! `<name>-config` carries what running servers follow without a restart: `primary`
-//! (the pod the agents replicate from) and `pods` (the membership), plus, in its
+//! (the pod the agents replicate from), `pods` (the membership), `maxLagSeconds`
+//! (probe.sh) and `rebuildErrant` (join.sh), plus, in its
 //! annotations, what the hook must remember ([`crate::memory`]). Moving the primary
 //! or scaling therefore changes no pod template.
 //!
@@ -44,6 +45,8 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
     let data = BTreeMap::from([
         (memory::PRIMARY_KEY.to_owned(), c.primary.clone()),
         (memory::PODS_KEY.to_owned(), c.pods_env()),
+        (memory::MAX_LAG_KEY.to_owned(), c.max_lag_seconds.to_string()),
+        (memory::REBUILD_ERRANT_KEY.to_owned(), c.rebuild_errant.to_string()),
     ]);
     let mut annotations = BTreeMap::new();
     if remembered.initialized {

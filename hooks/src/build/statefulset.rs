@@ -120,10 +120,15 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::env("CONF_DIR", CONF_DIR),
         pod::env("DATA_DIR", DATA_DIR),
         pod::env("PRIMARY_FILE", scripts::config_path(memory::PRIMARY_KEY)),
+        // spec.replication, followed without a restart (the config ConfigMap).
+        pod::env("MAX_LAG_FILE", scripts::config_path(memory::MAX_LAG_KEY)),
+        pod::env("REBUILD_ERRANT_FILE", scripts::config_path(memory::REBUILD_ERRANT_KEY)),
         pod::env("MY_CNF", format!("{}/{MY_CNF}", pod::OPTION_FILE_DIR)),
         // Written by join.sh (agent) when this server has diverged, read by probe.sh
         // (mysqld): /tmp is the emptyDir both containers mount.
         pod::env("REBUILD_MARKER", "/tmp/mysql-hook-rebuild-needed"),
+        // Held by seed.sh (agent) while it copies a donor, read by probe.sh.
+        pod::env("SEED_MARKER", "/tmp/mysql-hook-seeding"),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
     ]);
     let mounts = vec![

@@ -1,0 +1,164 @@
+//! `status.servers`: what each server is and says, for `kubectl get mysql -o yaml`.
+//!
+//! The hook never talks to a server, and nothing in a pod may write to the
+//! Kubernetes API, so a server's replication state reaches the hook the way every
+//! in-cluster result does: through a Job's termination message. The `inspect` Job
+//! (`inspect.sh`) asks every member, read-only, for its GTID position, source,
+//! thread states, lag, last error, seeding mark and errant transactions, and
+//! writes one JSON line.
+//!
+//! When: the Job is named after a *signature* of what Metacontroller shows the hook,
+//! the primary and every member's readiness (`<name>-inspect-<hash>`). Any change
+//! of either (a replica leaves the `-replicas` Service because it lags or its
+//! applier stopped, a failover, a scale-up) is a new name, so a new Job, so the
+//! status explains the change within seconds; while nothing changes no Job runs.
+//! The newest finished inspection is kept (the Job stays a child) until the next
+//! one has finished, so the status never loses what it knew; older ones are
+//! deleted.
+//!
+//! Limits, said in the API docs too: the inspected fields are as of
+//! `inspectedAt`, not now (a Ready replica's lag may have grown since, up to
+//! `maxLagSeconds`: beyond, it turns not Ready and is inspected again); an
+//! inspection that fails is not retried until the signature changes.
+//! `role` and `ready` are observed on every sync.
+
+use k8s_openapi::{api::batch::v1::Job, apimachinery::pkg::apis::meta::v1::Time};
+use serde::Deserialize;
+
+use crate::{
+    api::ServerStatus,
+    build::{job, pod},
+    jobs, labels,
+    model::Cluster,
+    names::short_hash,
+    observed::{JobState, Observed},
+};
+
+/// The purpose (name part and label) of the inspection Jobs.
+pub const INSPECT: &str = "inspect";
+
+/// One server as `inspect.sh` reports it.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(rename_all = "camelCase")]
+struct Reported {
+    name: String,
+    up: Option<bool>,
+    source: Option<String>,
+    io: Option<String>,
+    sql: Option<String>,
+    lag: Option<i64>,
+    error: Option<String>,
+    gtid: Option<String>,
+    #[serde(default)]
+    seeding: bool,
+    errant: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+struct Inspected {
+    result: String,
+    #[serde(default)]
+    servers: Vec<Reported>,
+}
+
+/// The inspection Jobs to emit and `status.servers`.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub jobs: Vec<Job>,
+    pub servers: Vec<ServerStatus>,
+}
+
+/// The name of the inspection Job for what is observed now.
+#[must_use]
+pub fn current_job(c: &Cluster, observed: &Observed<'_>) -> String {
+    let mut signature = format!("primary={}", c.primary);
+    for i in 0..c.replicas {
+        let name = c.names.pod(i);
+        let ready = observed.member(&name).is_some_and(|m| m.ready);
+        signature.push_str(&format!(" {name}={ready}"));
+    }
+    c.names.job(INSPECT, &short_hash(signature.as_bytes()))
+}
+
+/// Plans the inspection Jobs (only once the cluster is bootstrapped: before, there
+/// is no primary to compare with) and reports every member.
+#[must_use]
+pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
+    let is_inspect =
+        |j: &&Job| j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == INSPECT);
+    let current = current_job(c, observed);
+    // The newest inspection that succeeded, with its time.
+    let newest = observed
+        .jobs()
+        .filter(is_inspect)
+        .filter(|j| Observed::job_state(j) == JobState::Succeeded)
+        .filter_map(|j| {
+            let name = j.metadata.name.as_deref()?;
+            let (at, line) = observed.job_result_at(name)?;
+            let inspected: Inspected = serde_json::from_str(line).ok()?;
+            (inspected.result == "inspected").then_some((at, name, j, inspected))
+        })
+        .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+
+    let mut jobs = Vec::new();
+    if initialized {
+        jobs.push(observed.job(&current).map_or_else(|| build(c, &current), jobs::keep));
+        if let Some((_, name, j, _)) = &newest
+            && *name != current
+        {
+            jobs.push(jobs::keep(j));
+        }
+    }
+
+    let servers = (0..c.replicas)
+        .map(|i| {
+            let name = c.names.pod(i);
+            let ready = observed.member(&name).is_some_and(|m| m.ready);
+            let role = if name == c.primary { "primary" } else { "replica" };
+            let mut s = ServerStatus { name, role: role.to_owned(), ready, ..ServerStatus::default() };
+            if let Some((at, _, _, inspected)) = &newest
+                && let Some(r) = inspected.servers.iter().find(|r| r.name == s.name)
+            {
+                s.inspected_at =
+                    at.map(|t| Time(k8s_openapi::jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)));
+                s.unreachable = r.up == Some(false);
+                s.gtid.clone_from(&r.gtid);
+                s.source.clone_from(&r.source);
+                s.replication = match (&r.io, &r.sql) {
+                    (None, None) => None,
+                    (io, sql) => Some(format!(
+                        "receiver {}, applier {}",
+                        io.as_deref().unwrap_or("?"),
+                        sql.as_deref().unwrap_or("?")
+                    )),
+                };
+                s.lag_seconds = r.lag;
+                s.last_error.clone_from(&r.error);
+                s.seeding = r.seeding;
+                s.errant.clone_from(&r.errant);
+            }
+            s
+        })
+        .collect();
+    Plan { jobs, servers }
+}
+
+/// The inspection Job: read-only, short, not retried (the next change of the
+/// signature inspects again).
+fn build(c: &Cluster, name: &str) -> Job {
+    let suffix = name.rsplit_once('-').map_or(name, |(_, s)| s).to_owned();
+    let mut j = job::build(
+        c,
+        &job::JobRequest {
+            purpose: INSPECT,
+            suffix,
+            script: "inspect.sh",
+            env: vec![pod::env("PRIMARY", c.primary.clone())],
+        },
+    );
+    if let Some(spec) = j.spec.as_mut() {
+        spec.backoff_limit = Some(0);
+        spec.active_deadline_seconds = Some(120);
+    }
+    j
+}
