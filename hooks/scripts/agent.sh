@@ -4,6 +4,7 @@
 # in ${PRIMARY_FILE}, printing a result line whenever it changes.
 # AGENT_ITERATIONS=N stops after N rounds (tests); 0 (default) runs forever.
 set -u
+trap 'exit 0' TERM  # PID 1 of its container: without a handler SIGTERM is ignored and every pod waits out its grace period
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 interval=${AGENT_INTERVAL:-10}
 iterations=${AGENT_ITERATIONS:-0}
