@@ -165,17 +165,34 @@ class Connection:
 
     def query(self, sql: str) -> int | list[tuple[str | None, ...]]:
         """Runs one statement: the affected row count for OK, the rows of a result set."""
+        return self._query(sql)[1]
+
+    def query_dicts(self, sql: str) -> list[dict[str, str | None]]:
+        """The rows of a result set as {column name: value}."""
+        names, rows = self._query(sql)
+        if not isinstance(rows, list):
+            return []
+        return [dict(zip(names, r)) for r in rows]
+
+    def _query(self, sql: str) -> tuple[list[str], int | list[tuple[str | None, ...]]]:
         self.seq = 0
         self._write(b"\x03" + sql.encode())
         p = self._read()
         if p[0] == 0x00:
             affected, _ = _lenenc_int(p, 1)
-            return affected or 0
+            return [], affected or 0
         if p[0] == 0xFF:
             raise self._err(p)
         ncols, _ = _lenenc_int(p, 0)
+        names = []
         for _ in range(ncols or 0):
-            self._read()  # column definitions
+            d = self._read()  # column definition: catalog, schema, table, org_table, name, ...
+            pos = 0
+            for _ in range(4):
+                n, pos = _lenenc_int(d, pos)
+                pos += n or 0
+            n, pos = _lenenc_int(d, pos)
+            names.append(d[pos:pos + (n or 0)].decode(errors="replace"))
         p = self._read()
         if not (p[0] == 0xFE and len(p) < 9):
             raise ProtocolError("no EOF after the column definitions")
@@ -183,7 +200,7 @@ class Connection:
         while True:
             p = self._read()
             if p[0] == 0xFE and len(p) < 9:
-                return rows
+                return names, rows
             if p[0] == 0xFF:
                 raise self._err(p)
             pos, row = 0, []
