@@ -242,6 +242,10 @@ def failover_scenarios(running, st, live):
         parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
         related(*with_primary_down())))
     write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
+    # One server, restarted read-only and not Ready past the grace period: its failover
+    # Job reopens it (the real-server loop's scenario 3).
+    write("sync", "failover-single-server-restarted", request(parent(replicas=1, status=st), live,
+                                                              related(server_pod("db-0", 0, False, down))))
 
     started = response_of("sync", "failover-past-grace")
     if started is None:

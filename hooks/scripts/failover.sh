@@ -13,6 +13,9 @@
 #      unless it has transactions the new primary lacks (rebuildNeeded).
 # Idempotent: a rerun that finds exactly one writable non-replica member other
 # than PRIMARY (promoted by an earlier run) adopts it and only repeats step 6.
+# One member (PODS names only PRIMARY): there is nobody to promote, but a
+# restarted server comes back read-only; if PRIMARY answers and replicates from
+# nobody it is made writable again (result promoted, primary = PRIMARY).
 SCRIPT_NAME=failover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -62,7 +65,17 @@ r_raw fenced "$fenced"
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
-if (( ${#writable[@]} == 1 )); then
+if (( ${#POD_NAMES[@]} == 1 )); then
+  # The only member: nothing to fence it against, nothing it could lack.
+  [ "$old_up" = true ] || fail no-candidate "$old, the only member, does not answer"
+  sql_replica_status "$old"
+  [ "$RS_CONFIGURED" = 0 ] || fail primary-is-replica "$old, the only member, replicates from ${RS_HOST:-another server}"
+  sql_disable_semisync_source "$old"
+  sql_set_writable "$old"
+  [ "$(sql_is_read_only "$old")" = 0 ] || fail not-writable "$old stays read-only"
+  new=$old
+  log "$new, the only member, is writable again"
+elif (( ${#writable[@]} == 1 )); then
   new=${writable[0]}
   log "$new is already the writable primary (earlier run); adopting it"
 else
@@ -119,7 +132,7 @@ r_str primary "$new"
 # 6. repoint the rest
 targets=()
 for p in "${members[@]}"; do [ "$p" = "$new" ] || targets+=("$p"); done
-[ "$old_up" = true ] && targets+=("$old")
+[ "$old_up" = true ] && [ "$old" != "$new" ] && targets+=("$old")
 repointed=() rebuild=()
 for p in "${targets[@]}"; do
   if replicating_from "$p" "$new"; then repointed+=("$p"); continue; fi

@@ -301,7 +301,7 @@ fn status(
             "SemiSyncProtected",
             false,
             "SingleServer",
-            "with one server no replica acknowledges commits: losing its volume loses data, and there is no failover",
+            "with one server no replica acknowledges commits: losing its volume loses data, and no replica can take over",
         );
     }
 

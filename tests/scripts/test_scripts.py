@@ -332,6 +332,40 @@ def test_bootstrap_single_member_does_not_block(world, request):
         c.close()
 
 
+def test_failover_reopens_a_restarted_single_member(world, request):
+    """One member: a restarted server comes back read-only (my.cnf) and there is no
+    replica to promote; failover.sh makes it writable again, every row kept
+    (the real-server loop's scenario 3 found a single server read-only forever)."""
+    c = Cluster(world, request.node.name, n=1)
+    try:
+        r = c.run("bootstrap.sh", PRIMARY="")
+        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
+        p = c["db-0"]
+        p.query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
+                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}'; GRANT SELECT, INSERT ON hook.* TO 'app'@'%'")
+        for i in range(1, 21):
+            p.query(f"INSERT INTO hook.t VALUES ({i}, 's', @@server_id, NOW(6))", user="app")
+        p.kill()
+        p.start()
+        assert p.read_only(), "a restarted server is expected to come back read-only"
+        r = c.run("failover.sh", PRIMARY="db-0")
+        assert r.rc == 0 and r.json["result"] == "promoted" and r.json["primary"] == "db-0", r
+        assert r.json["replicas"] == [] and r.json["semiSync"] is False, r
+        assert c.writable() == ["db-0"]
+        p.query("INSERT INTO hook.t VALUES (21, 's', @@server_id, NOW(6))", user="app")
+        assert rows(p) == set(range(1, 22))
+        # A rerun (the Job retried) changes nothing.
+        r2 = c.run("failover.sh", PRIMARY="db-0")
+        assert r2.rc == 0 and r2.json["primary"] == "db-0", r2
+        assert c.writable() == ["db-0"]
+        # Down: nothing to promote, a clear error.
+        p.kill()
+        r3 = c.run("failover.sh", PRIMARY="db-0")
+        assert r3.rc != 0 and r3.json["reason"] == "no-candidate", r3
+    finally:
+        c.close()
+
+
 def test_failover_lossless(cluster):
     cluster.bootstrap()
     w = kill_primary_mid_stream(cluster)

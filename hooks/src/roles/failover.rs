@@ -8,6 +8,8 @@
 //! both exist the earlier wins, so a pod recreated after its deletion does not
 //! restart the grace period. Then, if a replica is Ready, no other role change is
 //! in flight and no backoff after a failed attempt runs, a failover starts.
+//! A single server has no replica: its failover Job makes it writable again
+//! (it restarted, and every server starts read-only) if it answers.
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
@@ -69,7 +71,14 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
         let v = if !f.spec.enabled {
             verdict(false, "Disabled", "spec.failover.enabled is false: a failed primary is not replaced".to_owned())
         } else if f.replicas < 2 {
-            verdict(false, "SingleServer", "one server: there is no replica to promote".to_owned())
+            verdict(
+                false,
+                "SingleServer",
+                format!(
+                    "one server: there is no replica to promote; if it stays not Ready for {grace}s, a failover \
+                     Job makes it writable again"
+                ),
+            )
         } else if candidates.is_empty() {
             verdict(
                 false,
@@ -111,7 +120,13 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
             verdict(false, "Disabled", format!("{down}; spec.failover.enabled is false: it is not replaced")),
         );
     }
-    if f.replicas < 2 {
+    // One server: no replica to promote, but a restarted server comes back
+    // read-only (every server starts so) and only a role change may open it. The
+    // failover Job of a one-member cluster makes that member writable again if it
+    // answers and replicates from nobody; with no other member there is no second
+    // writable server to fear, and it holds every commit it acknowledged.
+    let single = f.replicas == 1;
+    if f.replicas < 1 {
         return idle(
             status,
             verdict(false, "SingleServer", format!("{down}; one server: there is no replica to promote")),
@@ -164,6 +179,21 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
             );
         }
         None => {}
+    }
+    if single {
+        if member.is_none_or(|m| m.terminating) {
+            return wait(
+                status,
+                verdict(false, "SingleServer", format!("{down}; one server: it is reopened once its pod runs")),
+                i64::from(BUSY_SECONDS),
+            );
+        }
+        return Assessment {
+            status,
+            verdict: verdict(true, "FailingOver", format!("{down}; one server: starting a failover that reopens it")),
+            start: true,
+            resync_after: None,
+        };
     }
     if candidates.is_empty() {
         return wait(

@@ -231,7 +231,11 @@ pub fn plan(input: &Input<'_>) -> Roles {
             type_: AUTOMATIC_FAILOVER,
             status: true,
             reason: "FailingOver",
-            message: format!("Job {} is promoting the most advanced Ready replica in place of {from}", op.job),
+            message: if c.replicas == 1 {
+                format!("Job {} is making {from}, the only server, writable again", op.job)
+            } else {
+                format!("Job {} is promoting the most advanced Ready replica in place of {from}", op.job)
+            },
         });
         blocker = Some(Blocker::Running(op));
     }
