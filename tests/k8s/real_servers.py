@@ -759,9 +759,16 @@ def s2_failover(run: Run) -> None:
         st = db.wait_running(3, timeout=600)
         changes = role_changes(db)[before:]
         say(f"after {how}: primary {old} -> {st.get('primary')}; role changes {changes}")
-        if st.get("primary") == old or not any(c[0] == "Failover" for c in changes):
-            raise StepFailed(f"no failover away from {old} after its mysqld was {how}ed: primary {st.get('primary')}, "
-                             f"role changes {changes}")
+        if how == "kill":
+            # A failover, possibly back to the restarted old primary (it comes back
+            # read-only; when no replica is ahead of it, it may be promoted again).
+            if not any(c[0] == "Failover" and c[1] == old for c in changes):
+                raise StepFailed(f"no failover from {old} after its mysqld was killed: primary {st.get('primary')}, "
+                                 f"role changes {changes}")
+        elif st.get("primary") == old or not any(c[1] == old and c[2] != old for c in changes):
+            # A deleted primary pod: a failover, or a hand-over while it terminates.
+            raise StepFailed(f"the role did not move away from {old} after its pod was deleted: primary "
+                             f"{st.get('primary')}, role changes {changes}")
 
 
 def switchover(run: Run, db: Db, target: str, timeout: float = 300) -> None:
@@ -812,7 +819,14 @@ def wait_rows_on(db: Db, pod: str, rows: set[int], timeout: float) -> None:
 
     def missing() -> bool:
         have = {int(r[0]) for r in db.sql(pod, f"SELECT n FROM app.t WHERE n >= {lo}")}  # type: ignore[union-attr]
-        return not (rows - have)
+        if not rows - have:
+            return True
+        # Error 1236 (the source no longer has the binary logs this replica needs)
+        # stops its receiver for good: no need to wait out the timeout.
+        if ", Gtid_IO_Pos" in (state := replica_state(db, pod)) and "IO No " in state \
+                and "last IO error 1236 " in state:
+            raise StepFailed(f"{pod} lacks rows acknowledged before it was Ready: {state}")
+        return False
     try:
         db.wait(f"{pod} to have the {len(rows)} rows acknowledged so far", missing, timeout, interval=2)
     except StepFailed as e:
@@ -1074,6 +1088,15 @@ def s8_retain_recreate(run: Run) -> None:
     judge.wait_writes(t, count=100, timeout=120)
     run.k8s.delete(API, "MySQL", db.name, db.namespace, wait=False)
     say("deleted the MySQL (deletionPolicy Retain)")
+    # A stopped mysqld ignores the kubelet's SIGTERM until its 120 s grace period
+    # ends: once db-0 is being deleted (it lags already), let it go on and stop.
+    db.wait("db-0 being deleted", lambda: (p := db.pod("db-0")) is None or p["metadata"].get("deletionTimestamp"), 120)
+    time.sleep(2)
+    try:
+        os.kill(pid, signal.SIGCONT)
+        say("SIGCONTed db-0's mysqld, being deleted, so that it takes its SIGTERM")
+    except ProcessLookupError:
+        pass
     db.wait("the MySQL and its pods gone", lambda: db.mysql() is None and not db.pods(), 600)
     claims = run.k8s.request("GET", f"/api/v1/namespaces/{db.namespace}/persistentvolumeclaims")["items"]
     kept = sorted(c["metadata"]["name"] for c in claims if c["metadata"]["name"].startswith("data-db-"))
@@ -1088,15 +1111,36 @@ def s8_retain_recreate(run: Run) -> None:
     db.wait_running(3, timeout=600)
 
 
-def wait_initialized(run: Run, db: Db, timeout: float) -> dict:
-    """Waits for Initialized True; fails at once on BootstrapFailed, with the Job's results."""
+# bootstrap.sh refusals that no retry of its Job can change (the servers' state
+# made them): the first Job pod that ends so decides, without waiting for the Job's
+# backoff to fail it (four pods, about two minutes more).
+BOOTSTRAP_REFUSALS = ("primary-is-replica", "other-writable")
+
+
+def bootstrap_pods_ended(run: Run, db: Db) -> set[tuple[str, str]]:
+    return {(e.pod, e.finished) for e in run.recorder.results(db.namespace, "bootstrap")}
+
+
+def wait_initialized(run: Run, db: Db, timeout: float, seen: set[tuple[str, str]] | None = None) -> dict:
+    """Waits for Initialized True; fails at once on BootstrapFailed or on a bootstrap
+    Job pod that refused (BOOTSTRAP_REFUSALS) and is not in `seen` (default: those
+    ended before this wait), with the Job's results."""
+    if seen is None:
+        seen = bootstrap_pods_ended(run, db)
+
     def initialized() -> dict | None:
         st = db.status()
         init = {c.get("type"): c for c in st.get("conditions") or []}.get("Initialized") or {}
+        ended = run.recorder.results(db.namespace, "bootstrap")
+        results = [f"{e.pod}: exit {e.exit_code} {e.message}" for e in ended]
         if init.get("reason") == "BootstrapFailed":
-            results = [f"{e.pod}: exit {e.exit_code} {e.message}" for e in run.recorder.results(db.namespace, "bootstrap")]
             raise StepFailed(f"BootstrapFailed: {init.get('message')}; status.primary {st.get('primary')}; "
                              f"bootstrap Job pods: {results[-2:]}")
+        refused = [e for e in ended if (e.pod, e.finished) not in seen and e.exit_code != 0
+                   and result_of(e).get("reason") in BOOTSTRAP_REFUSALS]
+        if refused and init.get("status") != "True":
+            raise StepFailed(f"BootstrapFailed (its first Job pod refused; retries cannot change that): "
+                             f"status.primary {st.get('primary')}; bootstrap Job pods: {results[-2:]}")
         return st if init.get("status") == "True" else None
     return db.wait(f"{db.namespace}/{db.name} to be Initialized", initialized, timeout)
 
@@ -1123,9 +1167,14 @@ def s3_single_restart(run: Run) -> None:
     judge.wait_writes(t + 0.5, count=20, timeout=240)
     say(f"after kill of db-0: writes acknowledged again {time.monotonic() - t:.0f}s later")
     db.wait_running(1, timeout=300)
-    # It restarted read-only; only the hook's failover Job of one member reopens it.
-    if ("Failover", "db-0", "db-0", "PrimaryNotReady") not in role_changes(db):
-        raise StepFailed(f"expected a Failover db-0->db-0 role change, saw {role_changes(db)}")
+    # It restarted read-only; only the hook's failover Job of one member reopens it
+    # (recorded when the hook sees the Job succeeded, which can be after the writes
+    # resumed).
+    reopened = ("Failover", "db-0", "db-0", "PrimaryNotReady")
+    try:
+        db.wait("the role change Failover db-0->db-0", lambda: reopened in role_changes(db), 60)
+    except StepFailed:
+        raise StepFailed(f"expected a Failover db-0->db-0 role change, saw {role_changes(db)}") from None
 
 
 def s9_status_wiped(run: Run) -> None:
@@ -1146,13 +1195,14 @@ def s9_status_wiped(run: Run) -> None:
     obj = db.mysql()
     assert obj is not None
     t = time.monotonic()
+    seen = bootstrap_pods_ended(run, db)
     run.k8s.replace_status({"apiVersion": API, "kind": "MySQL",
                             "metadata": {"name": db.name, "namespace": db.namespace,
                                          "resourceVersion": obj["metadata"]["resourceVersion"]},
                             "status": {}})
     say(f"status of {ns}/{db.name} replaced by {{}} (primary was {primary})")
     time.sleep(30)
-    wait_initialized(run, db, 120)
+    wait_initialized(run, db, 120, seen)
     judge.wait_writes(t, count=20, timeout=120)
     st = db.wait_running(3, timeout=300)
     new_boot = {e.pod for e in run.recorder.results(ns, "bootstrap")} - bootstraps
