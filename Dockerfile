@@ -22,6 +22,7 @@ FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/mysql-hook /usr/local/bin/mysql-hook
 USER 65532:65532
 EXPOSE 8080
+# Off loopback the hook needs MYSQL_HOOK_AUTH_TOKEN_FILE (the Deployment sets it).
 ENV MYSQL_HOOK_LISTEN=0.0.0.0:8080
 ENTRYPOINT ["/usr/local/bin/mysql-hook"]
 CMD ["serve"]

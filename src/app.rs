@@ -35,11 +35,24 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::{
     admission::{Admission, Permit},
     auth::TokenFile,
+    cluster_metrics::Report,
     metrics::{HookLabels, Metrics, RequestLabels},
 };
 
 /// Where "now" comes from: the system clock when serving, a fixed instant in tests.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// Where each request's randomness ([`Context::entropy`]) comes from: the operating
+/// system when serving, fixed bytes in tests. `None` when none could be drawn; the
+/// request is then refused (503), never answered with guessable passwords.
+pub type Entropy = Arc<dyn Fn() -> Option<[u8; 32]> + Send + Sync>;
+
+/// Fresh randomness from the operating system.
+#[must_use]
+pub fn system_entropy() -> Option<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).ok().map(|()| bytes)
+}
 
 /// Overload and timeout settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,20 +63,30 @@ pub struct Limits {
     pub retry_after_seconds: u32,
     /// How long the core may take for one request before the answer is 503.
     pub core_timeout: Duration,
+    /// How long the body of an admitted request may take to arrive before the answer
+    /// is 408 and its admission slot is free again.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_concurrent: 16, retry_after_seconds: 1, core_timeout: Duration::from_secs(8) }
+        Self {
+            max_concurrent: 16,
+            retry_after_seconds: 1,
+            core_timeout: Duration::from_secs(8),
+            body_timeout: Duration::from_secs(5),
+        }
     }
 }
 
 /// Shared state of every worker.
 pub struct State {
     pub metrics: Metrics,
-    pub secret_seed: [u8; 32],
+    pub entropy: Entropy,
     /// [`Context::scripts_image`].
     pub scripts_image: String,
+    /// [`Context::allowed_images`].
+    pub allowed_images: Vec<String>,
     pub clock: Clock,
     pub max_body_bytes: usize,
     pub limits: Limits,
@@ -76,16 +99,17 @@ pub struct State {
 
 impl State {
     #[must_use]
-    pub fn new(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize) -> Self {
-        Self::with_limits(secret_seed, clock, max_body_bytes, Limits::default())
+    pub fn new(entropy: Entropy, clock: Clock, max_body_bytes: usize) -> Self {
+        Self::with_limits(entropy, clock, max_body_bytes, Limits::default())
     }
 
     #[must_use]
-    pub fn with_limits(secret_seed: [u8; 32], clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
+    pub fn with_limits(entropy: Entropy, clock: Clock, max_body_bytes: usize, limits: Limits) -> Self {
         Self {
-            metrics: Metrics::default(),
-            secret_seed,
+            metrics: Metrics::new(clock.clone(), crate::cluster_metrics::DEFAULT_TTL),
+            entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
+            allowed_images: Vec::new(),
             clock,
             max_body_bytes,
             limits,
@@ -99,6 +123,21 @@ impl State {
     #[must_use]
     pub fn with_scripts_image(mut self, image: String) -> Self {
         self.scripts_image = image;
+        self
+    }
+
+    /// [`Context::allowed_images`]: the image repositories `spec.image` and an S3
+    /// store's `image` may name.
+    #[must_use]
+    pub fn with_allowed_images(mut self, repositories: Vec<String>) -> Self {
+        self.allowed_images = repositories;
+        self
+    }
+
+    /// Forgets a cluster's metrics when no sync or finalize has named it for `ttl`.
+    #[must_use]
+    pub fn with_cluster_metrics_ttl(mut self, ttl: Duration) -> Self {
+        self.metrics = Metrics::new(self.clock.clone(), ttl);
         self
     }
 
@@ -208,23 +247,23 @@ async fn admit(req: ServiceRequest, next: Next<impl MessageBody + 'static>) -> R
     next.call(req).await.map(ServiceResponse::map_into_boxed_body)
 }
 
-async fn sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn sync(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "sync").await
 }
 
-async fn finalize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn finalize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "finalize").await
 }
 
-async fn customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn customize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "customize").await
 }
 
-async fn backup_sync(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn backup_sync(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "backup_sync").await
 }
 
-async fn backup_customize(req: HttpRequest, body: web::Bytes, state: web::Data<State>) -> HttpResponse {
+async fn backup_customize(req: HttpRequest, body: web::Payload, state: web::Data<State>) -> HttpResponse {
     handle(&req, body, state, "backup_customize").await
 }
 
@@ -254,11 +293,14 @@ pub struct Answer {
     pub body: Vec<u8>,
     /// The metrics outcome.
     pub outcome: &'static str,
+    /// What a sync or finalize answered about its cluster, for the per-cluster
+    /// metrics.
+    pub report: Option<Box<Report>>,
 }
 
 impl Answer {
     fn refusal(status: StatusCode, message: &str, outcome: &'static str) -> Self {
-        Self { status, body: format!("{message}\n").into_bytes(), outcome }
+        Self { status, body: format!("{message}\n").into_bytes(), outcome, report: None }
     }
 
     fn into_response(self) -> HttpResponse {
@@ -267,46 +309,84 @@ impl Answer {
     }
 }
 
-/// Decodes, runs the core and encodes on a blocking thread under the timeout, and
-/// records the outcome.
-async fn handle(req: &HttpRequest, body: web::Bytes, state: web::Data<State>, hook: &'static str) -> HttpResponse {
+/// Reads the body of an admitted request: at most `max_body_bytes`, within
+/// `body_timeout`. The admission slot is taken before the body arrives, so a client
+/// that trickles it in (or never sends it) must not keep the slot any longer.
+async fn read_body(payload: web::Payload, state: &State) -> Result<web::Bytes, Answer> {
+    let limit = state.max_body_bytes;
+    match actix_web::rt::time::timeout(state.limits.body_timeout, payload.to_bytes_limited(limit)).await {
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Err(_)) => Err(Answer::refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {limit} bytes"),
+            "too_large",
+        )),
+        Ok(Ok(Err(e))) => {
+            Err(Answer::refusal(StatusCode::BAD_REQUEST, &format!("reading the body failed: {e}"), "bad_body"))
+        }
+        Err(_) => Err(Answer::refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!("the body did not arrive within {} ms", state.limits.body_timeout.as_millis()),
+            "body_timeout",
+        )),
+    }
+}
+
+/// Reads the body under its deadline, then decodes, runs the core and encodes on a
+/// blocking thread under the timeout, and records the outcome.
+async fn handle(req: &HttpRequest, payload: web::Payload, state: web::Data<State>, hook: &'static str) -> HttpResponse {
     let started = Instant::now();
     state.metrics.in_flight.inc();
-    let answer = if is_json(req) {
-        // The blocking thread keeps the permit until it is really done, even if
-        // the answer has gone out as a timeout by then.
-        let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
-        let ctx = Context {
-            now: (state.clock)(),
-            secret_seed: state.secret_seed,
-            scripts_image: state.scripts_image.clone(),
-        };
-        let work = web::block(move || {
-            let _permit = permit;
-            answer_hook(hook, &body, &ctx)
-        });
-        match actix_web::rt::time::timeout(state.limits.core_timeout, work).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => {
-                Answer::refusal(StatusCode::INTERNAL_SERVER_ERROR, "the hook panicked; nothing was changed", "panic")
-            }
-            Err(_) => Answer::refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!(
-                    "the hook did not answer within {} ms; nothing was changed",
-                    state.limits.core_timeout.as_millis()
-                ),
-                "timeout",
-            ),
-        }
-    } else {
-        Answer::refusal(
+    let entropy = (state.entropy)();
+    let body = if is_json(req) { Some(read_body(payload, &state).await) } else { None };
+    let mut answer = match (body, entropy) {
+        (None, _) => Answer::refusal(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "the body must be JSON (Content-Type: application/json)",
             "unsupported_media_type",
-        )
+        ),
+        (Some(Err(refusal)), _) => refusal,
+        (Some(Ok(body)), Some(entropy)) => {
+            // The blocking thread keeps the permit until it is really done, even if
+            // the answer has gone out as a timeout by then.
+            let permit: Option<Permit> = req.extensions().get::<Permit>().cloned();
+            let ctx = Context {
+                now: (state.clock)(),
+                entropy,
+                scripts_image: state.scripts_image.clone(),
+                allowed_images: state.allowed_images.clone(),
+            };
+            let work = web::block(move || {
+                let _permit = permit;
+                answer_hook(hook, &body, &ctx)
+            });
+            match actix_web::rt::time::timeout(state.limits.core_timeout, work).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => Answer::refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the hook panicked; nothing was changed",
+                    "panic",
+                ),
+                Err(_) => Answer::refusal(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!(
+                        "the hook did not answer within {} ms; nothing was changed",
+                        state.limits.core_timeout.as_millis()
+                    ),
+                    "timeout",
+                ),
+            }
+        }
+        (Some(Ok(_)), None) => Answer::refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no randomness could be drawn for generated passwords; nothing was changed",
+            "no_entropy",
+        ),
     };
     state.metrics.in_flight.dec();
+    if let Some(report) = answer.report.take() {
+        state.metrics.clusters.record(*report);
+    }
     let outcome = answer.outcome;
     state.metrics.requests.get_or_create(&RequestLabels { hook, outcome }).inc();
     state.metrics.duration.get_or_create(&HookLabels { hook }).observe(started.elapsed().as_secs_f64());
@@ -329,6 +409,21 @@ fn is_json(req: &HttpRequest) -> bool {
 /// with a hook request after the HTTP checks. Pure but for the panic guard; the
 /// fuzz targets call it directly.
 pub fn answer<Req, Resp>(body: &[u8], ctx: &Context, core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>) -> Answer
+where
+    Req: DeserializeOwned,
+    Resp: Serialize,
+{
+    answer_reporting(body, ctx, core, |_: &Req, _: &Resp| None)
+}
+
+/// [`answer`], plus `report` read from the request and the answer of a 200, for
+/// the per-cluster metrics.
+fn answer_reporting<Req, Resp>(
+    body: &[u8],
+    ctx: &Context,
+    core: impl FnOnce(&Req, &Context) -> hooks::Result<Resp>,
+    report: impl FnOnce(&Req, &Resp) -> Option<Report>,
+) -> Answer
 where
     Req: DeserializeOwned,
     Resp: Serialize,
@@ -359,7 +454,10 @@ where
     };
     match catch_unwind(AssertUnwindSafe(|| core(&request, ctx))) {
         Ok(Ok(response)) => match serde_json::to_vec(&response) {
-            Ok(body) => Answer { status: StatusCode::OK, body, outcome: "ok" },
+            Ok(body) => {
+                let report = report(&request, &response).map(Box::new);
+                Answer { status: StatusCode::OK, body, outcome: "ok", report }
+            }
             Err(e) => Answer::refusal(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &format!("encoding the response failed: {e}"),
@@ -377,13 +475,23 @@ where
 pub fn answer_hook(hook: &str, body: &[u8], ctx: &Context) -> Answer {
     match hook {
         "customize" => answer(body, ctx, |r: &hooks::metacontroller::CustomizeRequest, _| hooks::customize(r)),
-        "finalize" => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx)),
+        "finalize" => answer_reporting(
+            body,
+            ctx,
+            |r: &hooks::metacontroller::SyncRequest, ctx| hooks::finalize(r, ctx),
+            |r, response| Report::of(r, &response.status, response.finalized),
+        ),
         "backup_sync" => {
             answer(body, ctx, |r: &hooks::metacontroller::BackupSyncRequest, ctx| hooks::mysqlbackup::sync(r, ctx))
         }
         "backup_customize" => {
             answer(body, ctx, |r: &hooks::metacontroller::BackupCustomizeRequest, _| hooks::mysqlbackup::customize(r))
         }
-        _ => answer(body, ctx, |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx)),
+        _ => answer_reporting(
+            body,
+            ctx,
+            |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx),
+            |r, response| Report::of(r, &response.status, false),
+        ),
     }
 }

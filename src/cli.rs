@@ -39,17 +39,25 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// File holding the key that generated passwords are derived from (any bytes;
-    /// mount a Secret). Without it a random key is drawn at start, which is fine as
-    /// long as the credentials Secret, once created, is read back.
-    #[arg(long, global = true, env = "MYSQL_HOOK_SECRET_SEED_FILE")]
+    /// No longer used: generated passwords come from fresh randomness drawn for
+    /// every request. Accepted (with a warning) so that old manifests still start.
+    #[arg(long, global = true, env = "MYSQL_HOOK_SECRET_SEED_FILE", hide = true)]
     pub secret_seed_file: Option<PathBuf>,
 
     /// The image server and Job pods install the scripts from: this hook's own image
     /// (the default is the one this build is published as). Set it when the image
     /// is mirrored or retagged; every cluster rolls once, in order, when it changes.
-    #[arg(long, env = "MYSQL_HOOK_SCRIPTS_IMAGE", default_value = crate::DEFAULT_SCRIPTS_IMAGE)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_SCRIPTS_IMAGE", default_value = crate::DEFAULT_SCRIPTS_IMAGE)]
     pub scripts_image: String,
+
+    /// Image repositories (`registry.example.com/db/mysql`, any tag or digest) that a
+    /// `MySQL`'s `spec.image` and an S3 backup store's `image` may name, comma
+    /// separated. Anyone who may create a `MySQL` chooses these images, and they run
+    /// with the database's credentials: list only images you trust. The default
+    /// images (`mysql`, `mariadb`, `amazon/aws-cli`) are always allowed. Empty (the
+    /// default): no overrides.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_IMAGES", value_delimiter = ',')]
+    pub allowed_images: Vec<String>,
 
     /// Worker threads; defaults to the number of CPUs.
     #[arg(long, global = true, env = "MYSQL_HOOK_WORKERS")]
@@ -57,42 +65,61 @@ pub struct ServeArgs {
 
     /// Hook requests answered at once; past it the answer is 429 with `Retry-After`
     /// (Metacontroller retries then). 0: no limit.
-    #[arg(long, env = "MYSQL_HOOK_MAX_CONCURRENT_REQUESTS", default_value_t = 16)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_MAX_CONCURRENT_REQUESTS", default_value_t = 16)]
     pub max_concurrent_requests: usize,
 
     /// The `Retry-After` sent with a 429, in whole seconds.
-    #[arg(long, env = "MYSQL_HOOK_RETRY_AFTER_SECONDS", default_value_t = 1)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_RETRY_AFTER_SECONDS", default_value_t = 1)]
     pub retry_after_seconds: u32,
 
     /// How long the core may take for one request, in milliseconds, before the
     /// answer is 503 (keep it below the CompositeController's webhook timeout).
-    #[arg(long, env = "MYSQL_HOOK_REQUEST_TIMEOUT_MS", default_value_t = 8000)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_REQUEST_TIMEOUT_MS", default_value_t = 8000)]
     pub request_timeout_ms: u64,
+
+    /// How long the body of an admitted hook request may take to arrive, in
+    /// milliseconds; then the answer is 408 and the request's admission slot is free
+    /// again, so a slow client cannot hold one.
+    #[arg(long, global = true, env = "MYSQL_HOOK_BODY_READ_TIMEOUT_MS", default_value_t = 5000)]
+    pub body_read_timeout_ms: u64,
 
     /// On SIGTERM or SIGINT, seconds during which `/readyz` fails but requests are
     /// still served, so endpoints drop this pod before it stops listening.
-    #[arg(long, env = "MYSQL_HOOK_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
     pub shutdown_delay_seconds: u64,
 
     /// Then, seconds the requests in flight get to finish before the process exits.
     /// Delay plus timeout must stay below the pod's terminationGracePeriodSeconds.
-    #[arg(long, env = "MYSQL_HOOK_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 20)]
+    #[arg(long, global = true, env = "MYSQL_HOOK_SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 20)]
     pub shutdown_timeout_seconds: u64,
 
     /// File holding the bearer token every request but `/healthz` and `/readyz`
     /// must carry (`Authorization: Bearer <token>`); re-read when it changes.
-    /// Without it no token is required.
-    #[arg(long, env = "MYSQL_HOOK_AUTH_TOKEN_FILE")]
+    /// Required to listen on anything but a loopback address (see
+    /// `--allow-unauthenticated`).
+    #[arg(long, global = true, env = "MYSQL_HOOK_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
+
+    /// Serve on a non-loopback address without `--auth-token-file`. Anyone who can
+    /// reach such a hook can ask it what it would do with any cluster; only use it
+    /// behind a NetworkPolicy or equivalent that admits Metacontroller alone.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOW_UNAUTHENTICATED", default_value_t = false)]
+    pub allow_unauthenticated: bool,
 
     /// PEM certificate chain to serve HTTPS with (needs `--tls-key-file`);
     /// re-read when it changes.
-    #[arg(long, env = "MYSQL_HOOK_TLS_CERT_FILE", requires = "tls_key_file")]
+    #[arg(long, global = true, env = "MYSQL_HOOK_TLS_CERT_FILE", requires = "tls_key_file")]
     pub tls_cert_file: Option<PathBuf>,
 
     /// PEM private key of `--tls-cert-file`.
-    #[arg(long, env = "MYSQL_HOOK_TLS_KEY_FILE", requires = "tls_cert_file")]
+    #[arg(long, global = true, env = "MYSQL_HOOK_TLS_KEY_FILE", requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
+
+    /// Seconds after which the per-cluster metrics of a cluster that no sync or
+    /// finalize has named are dropped (a cluster deleted while another replica of
+    /// the hook answered its last finalize).
+    #[arg(long, global = true, env = "MYSQL_HOOK_CLUSTER_METRICS_TTL_SECONDS", default_value_t = 3 * 3600)]
+    pub cluster_metrics_ttl_seconds: u64,
 
     /// Log format: `text` or `json`.
     #[arg(long, global = true, env = "MYSQL_HOOK_LOG_FORMAT", default_value = "text")]

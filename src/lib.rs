@@ -6,7 +6,9 @@ pub mod admission;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod cluster_metrics;
 pub mod metrics;
+pub mod process_metrics;
 pub mod request_span;
 pub mod tls;
 

@@ -1,6 +1,6 @@
 //! `mysql-hook`: serve the hooks, or print the CRDs.
 
-use std::{fs, io::Write as _, process::ExitCode, sync::Arc, time::Duration};
+use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
 use actix_web::{App, HttpServer, dev::ServerHandle, web};
 use clap::Parser;
@@ -58,14 +58,26 @@ const BLOCKING_THREADS_PER_WORKER: usize = 2;
 
 fn serve(args: &ServeArgs) -> Result<(), String> {
     init_tracing(args.log_format);
-    let seed = secret_seed(args)?;
+    check_exposure(args)?;
+    if let Some(path) = &args.secret_seed_file {
+        tracing::warn!(
+            file = %path.display(),
+            "--secret-seed-file has no effect any more: generated passwords come from fresh randomness drawn for every request"
+        );
+    }
     let limits = Limits {
         max_concurrent: args.max_concurrent_requests,
         retry_after_seconds: args.retry_after_seconds,
         core_timeout: Duration::from_millis(args.request_timeout_ms),
+        body_timeout: Duration::from_millis(args.body_read_timeout_ms),
     };
-    let mut state = State::with_limits(seed, Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits)
-        .with_scripts_image(args.scripts_image.clone());
+    let allowed_images: Vec<String> =
+        args.allowed_images.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+    let mut state =
+        State::with_limits(Arc::new(app::system_entropy), Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits)
+            .with_scripts_image(args.scripts_image.clone())
+            .with_allowed_images(allowed_images.clone())
+            .with_cluster_metrics_ttl(Duration::from_secs(args.cluster_metrics_ttl_seconds));
     if let Some(path) = &args.auth_token_file {
         state = state.with_auth(TokenFile::load(path)?);
     }
@@ -82,6 +94,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         bearer_token = args.auth_token_file.is_some(),
         max_concurrent_requests = limits.max_concurrent,
         scripts_image = %args.scripts_image,
+        ?allowed_images,
         "serving /sync, /finalize, /customize, /backup/sync, /backup/customize"
     );
     let (delay, listen) = (Duration::from_secs(args.shutdown_delay_seconds), args.listen);
@@ -151,21 +164,19 @@ async fn shutdown_on_signal(server: ServerHandle, state: web::Data<State>, delay
     tracing::info!("stopped");
 }
 
-fn secret_seed(args: &ServeArgs) -> Result<[u8; 32], String> {
-    match &args.secret_seed_file {
-        Some(path) => {
-            let bytes = fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-            if bytes.len() < 16 {
-                return Err(format!("{}: a secret seed needs at least 16 bytes", path.display()));
-            }
-            Ok(hooks::credentials::fold_seed(&bytes))
-        }
-        None => {
-            let mut seed = [0u8; 32];
-            getrandom::fill(&mut seed).map_err(|e| format!("drawing a random seed: {e}"))?;
-            Ok(seed)
-        }
+/// A hook that anyone can reach answers anyone: what it would build for any
+/// cluster they describe. Off loopback it must demand a token, unless told not to.
+fn check_exposure(args: &ServeArgs) -> Result<(), String> {
+    if args.listen.ip().is_loopback() || args.auth_token_file.is_some() || args.allow_unauthenticated {
+        return Ok(());
     }
+    Err(format!(
+        "refusing to serve on {} without --auth-token-file: every pod that can reach the hook could call it. \
+         Give it a token (MYSQL_HOOK_AUTH_TOKEN_FILE; metacontroller/ does), listen on a loopback address, \
+         or pass --allow-unauthenticated (MYSQL_HOOK_ALLOW_UNAUTHENTICATED=true) behind a NetworkPolicy that \
+         admits only Metacontroller",
+        args.listen
+    ))
 }
 
 fn init_tracing(format: LogFormat) {

@@ -13,6 +13,7 @@ with `UPDATE_GOLDEN=1 cargo test --test golden` until the chain is stable. Revie
 every changed response.json as a behaviour change.
 """
 import copy
+import hashlib
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ KEYS = {
     "EndpointSlice": "EndpointSlice.discovery.k8s.io/v1",
     "Job": "Job.batch/v1",
     "CronJob": "CronJob.batch/v1",
+    "NetworkPolicy": "NetworkPolicy.networking.k8s.io/v1",
 }
 
 CONTROLLER = {
@@ -48,6 +50,7 @@ CONTROLLER = {
             {"apiVersion": "discovery.k8s.io/v1", "resource": "endpointslices", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "batch/v1", "resource": "jobs"},
             {"apiVersion": "batch/v1", "resource": "cronjobs", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "networking.k8s.io/v1", "resource": "networkpolicies", "updateStrategy": {"method": "InPlace"}},
         ],
         "hooks": {
             "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/sync"}},
@@ -96,6 +99,23 @@ def response_of(hook, scenario):
         return json.load(f)
 
 
+def job_uid(name):
+    """A Job's uid, derived from its name, so that its pods can name it as their owner."""
+    return "21000000-0000-4000-8000-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def job_owner(name):
+    """The controller owner reference the Job controller sets on a Job's pods."""
+    return [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job_uid(name),
+             "controller": True, "blockOwnerDeletion": True}]
+
+
+def stable_digits(text, n):
+    """n decimal digits derived from text."""
+    import hashlib
+    return str(int(hashlib.sha256(text.encode()).hexdigest(), 16))[:n].rjust(n, "0")
+
+
 def observed(children, job_states=None):
     """The hook's desired children as the API server would return them."""
     out = {k: {} for k in KEYS.values()}
@@ -104,8 +124,10 @@ def observed(children, job_states=None):
         m = o["metadata"]
         m.update({
             "namespace": NS,
-            "uid": "00000000-0000-4000-8000-%012d" % (i + 1),
-            "resourceVersion": str(42000 + i),
+            # Stable per object (kind and name), as the API server keeps them: the hook
+            # may derive names from them (the users Job hashes its Secrets' identity).
+            "uid": "00000000-0000-4000-8000-" + stable_digits(o["kind"] + "/" + m["name"], 12),
+            "resourceVersion": str(42000 + int(stable_digits(o["kind"] + "/" + m["name"], 4))),
             "creationTimestamp": "2026-11-29T11:00:05Z",
             "ownerReferences": [{
                 "apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQL", "name": "db", "uid": UID,
@@ -119,7 +141,12 @@ def observed(children, job_states=None):
                            "currentRevision": m["name"] + "-7d9c8b6f5", "updateRevision": m["name"] + "-7d9c8b6f5",
                            "observedGeneration": 1, "availableReplicas": r}
         if o["kind"] == "Job":
-            state = (job_states or {}).get(m["name"], "running")
+            m["uid"] = job_uid(m["name"])
+            # A bootstrap or users Job still in an answer is, unless said otherwise, the
+            # record a running cluster keeps (of its first primary, of its users): finished.
+            default = ("succeeded" if m["labels"].get("mysqlhook.dev/purpose") in ("bootstrap", "users")
+                       else "running")
+            state = (job_states or {}).get(m["name"], default)
             o["status"] = {"active": 1, "startTime": "2026-11-29T11:58:00Z"} if state == "running" else (
                 {"succeeded": 1, "startTime": "2026-11-29T11:58:00Z", "completionTime": "2026-11-29T11:58:20Z",
                  "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-29T11:58:20Z"}]}
@@ -131,7 +158,9 @@ def observed(children, job_states=None):
     return out
 
 
-def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db"):
+def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db", mysqld="running"):
+    """A StatefulSet pod; `mysqld` is the server container's state: running, or
+    waiting (crash loop, image pull), or None for no container status yet."""
     labels = {
         "app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": cluster,
         "app.kubernetes.io/managed-by": "mysql-hook", "app.kubernetes.io/component": "database",
@@ -155,6 +184,12 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db")
                 {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": since},
                 {"type": "ContainersReady", "status": "True" if ready else "False", "lastTransitionTime": since},
             ],
+            **({"containerStatuses": [{
+                "name": "mysqld", "ready": ready, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
+                "started": mysqld == "running",
+                "state": ({"running": {"startedAt": "2026-11-29T11:00:31Z"}} if mysqld == "running"
+                          else {"waiting": {"reason": "CrashLoopBackOff"}}),
+            }]} if mysqld else {}),
         },
     }
 
@@ -170,7 +205,8 @@ def job_pod(job, purpose, result=None, exit_code=0):
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-x7k2p", "namespace": NS, "uid": "20000000-0000-4000-8000-000000000001",
-                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44000", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"containers": [{"name": purpose, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": {"phase": "Running" if result is None else "Succeeded" if exit_code == 0 else "Failed",
                    "containerStatuses": [{"name": purpose, "ready": False, "restartCount": 0, "image": "mysql:8.4.3",
@@ -180,6 +216,38 @@ def job_pod(job, purpose, result=None, exit_code=0):
 
 def related(*pods):
     return {"Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
+
+
+# The S3 credentials Secret of the fixtures, opted in by its owner (label); the
+# customize hook asks Metacontroller for such Secrets only (hooks/src/access.rs).
+S3_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-s3", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000001",
+                 "resourceVersion": "39000", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"AWS_ACCESS_KEY_ID": "QUtJQUVYQU1QTEVGSVhUVVJF", "AWS_SECRET_ACCESS_KEY": "bm90LWEtcmVhbC1zZWNyZXQta2V5"},
+}
+
+
+SIGNING_SECRET = {
+    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    "metadata": {"name": "backup-signing", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000002",
+                 "resourceVersion": "39001", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+    "data": {"signing-key": "bm90LWEtcmVhbC1zaWduaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGVm"},
+}
+
+
+def with_signing_key(rel):
+    rel = copy.deepcopy(rel)
+    rel.setdefault("Secret.v1", {})[f"{NS}/backup-signing"] = copy.deepcopy(SIGNING_SECRET)
+    return rel
+
+
+def with_s3_secret(rel):
+    rel = copy.deepcopy(rel)
+    rel["Secret.v1"] = {f"{NS}/backup-s3": copy.deepcopy(S3_SECRET)}
+    return rel
 
 
 def request(parent_obj, children=None, rel=None, finalizing=False):
@@ -208,6 +276,13 @@ def job_named(response, purpose):
                 if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == purpose)
 
 
+def kept_done(children):
+    """Job states for the finished Jobs a running cluster keeps as records (its
+    bootstrap Job, the role change that promoted its primary): succeeded."""
+    return {c["metadata"]["name"]: "succeeded" for c in children
+            if c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == "bootstrap"}
+
+
 def annotated(p, **annotations):
     p["metadata"]["annotations"] = annotations
     return p
@@ -223,8 +298,8 @@ def failover_scenarios(running, st, live):
     recent = "2026-11-29T11:59:55Z"   # 5 s ago: within grace
     healthy = pods([True, True, True])
 
-    def with_primary_down(since=down, replicas_ready=(True, True)):
-        return [server_pod("db-0", 0, False, since)] + [
+    def with_primary_down(since=down, replicas_ready=(True, True), mysqld="running"):
+        return [server_pod("db-0", 0, False, since, mysqld=mysqld)] + [
             server_pod(f"db-{i}", i, r) for i, r in enumerate(replicas_ready, start=1)]
 
     write("sync", "failover-primary-not-ready-in-grace", request(parent(status=st), live,
@@ -236,16 +311,14 @@ def failover_scenarios(running, st, live):
         earlier["failover"]["primaryNotReadySince"] = "2026-11-29T11:59:45Z"
         write("sync", "failover-primary-missing-past-grace", request(parent(status=earlier), live,
                                                                      related(*healthy[1:])))
+    # The primary's server is down too (crash loop): nobody to promote.
     write("sync", "failover-no-replica-ready", request(parent(status=st), live,
-                                                       related(*with_primary_down(replicas_ready=(False, False)))))
+                                                       related(*with_primary_down(replicas_ready=(False, False),
+                                                                                  mysqld="waiting"))))
     write("sync", "failover-disabled", request(
         parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
         related(*with_primary_down())))
     write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
-    # One server, restarted read-only and not Ready past the grace period: its failover
-    # Job reopens it (the real-server loop's scenario 3).
-    write("sync", "failover-single-server-restarted", request(parent(replicas=1, status=st), live,
-                                                              related(server_pod("db-0", 0, False, down))))
 
     started = response_of("sync", "failover-past-grace")
     if started is None:
@@ -307,7 +380,8 @@ def failover_scenarios(running, st, live):
         return
     back = [server_pod("db-0", 0, True, "2026-11-29T11:59:58Z"), *healthy[1:]]
     write("sync", "failover-old-primary-back", request(parent(status=recorded["status"]),
-                                                       observed(recorded["children"]), related(*back)))
+                                                       observed(recorded["children"], {job: "succeeded"}),
+                                                       related(*back, job_pod(job, "failover", promoted))))
 
     # Switchover, requested by annotation.
     def asking(status, target="db-2"):
@@ -360,6 +434,31 @@ def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
         p["metadata"]["labels"]["controller-revision-hash"] = NEW_REV if rev == "N" else OLD_REV
         out.append(p)
     return out
+
+
+def monitoring_scenarios(st, live):
+    """The mysqld_exporter sidecar: from the start, turned on for a running cluster
+    (a new pod template: the rollout walks it in), its Secret kept once observed,
+    and resources that cannot be honoured."""
+    exporter = {"exporter": {"enabled": True}}
+    write("sync", "monitoring-new-cluster", request(parent(monitoring=exporter, flavor="mariadb", version="11.4.4")))
+    on = {"exporter": {"enabled": True, "image": "registry.example/mysqld-exporter:v0.20.0",
+                       "resources": {"requests": {"cpu": "0.02", "memory": "64Mi"}, "limits": {"memory": "0.125Gi"}}}}
+    write("sync", "monitoring-enabled", request(parent(status=st, monitoring=on), live,
+                                                related(*pods([True, True, True]))))
+    enabled = response_of("sync", "monitoring-enabled")
+    if enabled is not None:
+        secret = next(c for c in enabled["children"] if c["kind"] == "Secret" and c["metadata"]["name"] == "db-exporter")
+        # As the API server returns it, with a password other than the one derived now.
+        kept = copy.deepcopy(live)
+        for key, o in observed([secret])["Secret.v1"].items():
+            o["data"] = {"password": "b2JzZXJ2ZWQtZXhwb3J0ZXItcGFzc3dvcmQ="}
+            kept["Secret.v1"][key] = o
+        write("sync", "monitoring-secret-kept", request(parent(status=enabled["status"], monitoring=on), kept,
+                                                        related(*pods([True, True, True]))))
+    bad = {"exporter": {"enabled": True, "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "64Mi"}}}}
+    write("sync", "monitoring-invalid-resources", request(parent(status=st, monitoring=bad), live,
+                                                          related(*pods([True, True, True]))))
 
 
 def upgrade_scenarios(running, st, live):
@@ -441,7 +540,7 @@ def main():
         return
     job = next(c["metadata"]["name"] for c in primary_ready["children"] if c["kind"] == "Job")
     write("sync", "bootstrap-running", request(
-        parent(status=primary_ready["status"]), observed(primary_ready["children"]),
+        parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
         related(*pods([True, True, False]), job_pod(job, "bootstrap"))))
     result = '{"result":"bootstrapped","primary":"db-0","semiSync":true}'
     write("sync", "bootstrap-succeeded", request(
@@ -457,7 +556,8 @@ def main():
                                        related(*pods([True, True, True]))))
     if running is None:
         return
-    live = observed(running["children"])
+    # The bootstrap Job the running cluster keeps (the record of its first primary).
+    live = observed(running["children"], kept_done(running["children"]))
     st = running["status"]
     write("sync", "replica-not-ready", request(parent(status=st), live, related(*pods([True, True, False]))))
     write("sync", "scale-up", request(parent(replicas=5, status=st), live, related(*pods([True, True, True]))))
@@ -469,12 +569,36 @@ def main():
         related(*pods([True, True, True]))))
     write("sync", "config-refused", request(parent(status=st, config={"gtid_mode": "OFF", "max_connections": "500"}),
                                               live, related(*pods([True, True, True]))))
+    # Issue 18.4: spellings the server's option parser reads as read_only,
+    # skip_grant_tables and init_file (modifiers, an abbreviation), and options off
+    # the allow-list, next to an allowed one.
+    write("sync", "config-walkaround-refused", request(parent(status=st, config={
+        "skip-disable-read-only": "", "skip-gr": "", "init-f": "/var/lib/mysql/x.sql", "plugin_load_add": "x.so",
+        "loose-max-connections": "500"}), live, related(*pods([True, True, True]))))
+    # Issue 18.5: the applications in namespaces web and api may connect.
+    write("sync", "network-client-namespaces", request(parent(status=st, network={"clientNamespaces": ["web", "api"]}),
+                                                         live, related(*pods([True, True, True]))))
     write("sync", "storage-change", request(parent(status=st, storage={"size": "20Gi"}), live,
                                               related(*pods([True, True, True]))))
     write("sync", "resources-canonical", request(parent(status=st, resources={
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
     write("sync", "single-server", request(parent(replicas=1)))
+    # Placement and exposure knobs (issue 17.5): a new template, held for the walk.
+    write("sync", "placement-and-exposure", request(parent(status=st, pod={
+        "nodeSelector": {"pool": "databases"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "antiAffinity": "Required",
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                       "whenUnsatisfiable": "DoNotSchedule"}],
+        "priorityClassName": "databases",
+        "imagePullSecrets": [{"name": "registry"}],
+        "labels": {"team": "payments", "app.kubernetes.io/instance": "stolen"},
+        "annotations": {"cost-center": "42"},
+    }, services={"primary": {"type": "LoadBalancer",
+                             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
+                 "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
+    monitoring_scenarios(st, live)
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 
@@ -508,10 +632,135 @@ def main():
 
     reliability_scenarios(st, live)
 
+    safety_scenarios(running, st, live, deleting)
+
     # Customize.
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
+
+
+# ---------------------------------------------------------------- safety (issues 14, 20)
+
+def claim(ordinal, owner=None):
+    """A server volume claim, as the StatefulSet controller creates it; `owner`: the
+    StatefulSet that owns it (whenDeleted: Delete), if any."""
+    meta = {"name": f"data-db-{ordinal}", "namespace": NS, "uid": f"30000000-0000-4000-8000-{ordinal:012d}",
+            "labels": {"app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
+                       "app.kubernetes.io/component": "database"}}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner,
+                                    "uid": "00000000-0000-4000-8000-000000000009", "controller": True,
+                                    "blockOwnerDeletion": True}]
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+            "status": {"phase": "Bound"}}
+
+
+def safety_scenarios(running, st, live, deleting):
+    """What must hold whatever the status says, and how a role change starts safely."""
+    healthy = pods([True, True, True])
+    down = "2026-11-29T11:59:00Z"
+
+    # The status wiped (an object restored without it): after a failover moved the
+    # primary to db-1, the ConfigMap's memory and the kept failover Job say so.
+    recorded = response_of("sync", "failover-recorded")
+    if recorded is not None:
+        fjob = job_named(recorded, "failover")
+        promoted = '{"result":"promoted","from":"db-0","primary":"db-1","semiSync":true}'
+        write("sync", "status-lost-after-failover", request(
+            parent(), observed(recorded["children"], {fjob: "succeeded"}),
+            related(*healthy, job_pod(fjob, "failover", promoted))))
+        # The Job's pod gone too: the ConfigMap alone remembers.
+        write("sync", "status-lost-configmap-only", request(
+            parent(), observed([c for c in recorded["children"] if c["kind"] != "Job"]), related(*healthy)))
+
+    # Quorum: the primary's server and one replica's are down; one replica is Ready.
+    crashed = [server_pod("db-0", 0, False, down, mysqld="waiting"), server_pod("db-1", 1, True),
+               server_pod("db-2", 2, False, down, mysqld="waiting")]
+    write("sync", "failover-no-quorum", request(parent(status=st), live, related(*crashed)))
+    write("sync", "failover-forced", request(
+        annotated(parent(status=st), **{"mysqlhook.dev/force-failover": "db-0"}), live, related(*crashed)))
+    # A primary that restarted read-only: not Ready, its server runs; the replicas too.
+    restarted = [server_pod("db-0", 0, False, down), server_pod("db-1", 1, True), server_pod("db-2", 2, True)]
+    write("sync", "failover-primary-restarted", request(parent(status=st), live, related(*restarted)))
+
+    # A single server that restarted read-only becomes writable again by a Job.
+    single = response_of("sync", "single-server")
+    if single is not None:
+        sp = [server_pod("db-0", 0, True)]
+        sreq = request(parent(replicas=1, status=single["status"]), observed(single["children"]), related(*sp))
+        write("sync", "single-server-primary-ready", sreq)
+        sready = response_of("sync", "single-server-primary-ready")
+        if sready is not None and sready.get("children"):
+            bjobs = [c for c in sready["children"] if c["kind"] == "Job"]
+            if bjobs:
+                bname = bjobs[0]["metadata"]["name"]
+                write("sync", "single-server-bootstrapped", request(
+                    parent(replicas=1, status=sready["status"]), observed(sready["children"], {bname: "succeeded"}),
+                    related(*sp, job_pod(bname, "bootstrap", '{"result":"bootstrapped","primary":"db-0","semiSync":false}'))))
+                sboot = response_of("sync", "single-server-bootstrapped")
+                if sboot is not None:
+                    write("sync", "single-server-restarted", request(
+                        parent(replicas=1, status=sboot["status"]), observed(sboot["children"], {bname: "succeeded"}),
+                        related(server_pod("db-0", 0, False, down))))
+
+    # A drain: the primary's pod is being deleted while its server still runs.
+    draining = server_pod("db-0", 0, False, "2026-11-29T11:59:58Z")
+    draining["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:58Z"
+    draining["metadata"]["deletionGracePeriodSeconds"] = 120
+    write("sync", "primary-terminating", request(parent(status=st), live,
+                                                  related(draining, *healthy[1:])))
+
+    # A failover Job that promoted db-1 and then failed (repointing): db-1 is the primary.
+    started = response_of("sync", "failover-past-grace")
+    if started is not None:
+        fjob = job_named(started, "failover")
+        half = '{"result":"error","reason":"script-failed","message":"repointing db-2 failed","from":"db-0","promoted":"db-1"}'
+        primary_down = [server_pod("db-0", 0, False, down)] + healthy[1:]
+        write("sync", "failover-failed-after-promotion", request(
+            parent(status=started["status"]), observed(started["children"], {fjob: "failed"}),
+            related(*primary_down, job_pod(fjob, "failover", half, 1))))
+
+    # Over retained volumes the bootstrap Job chose the most advanced server, db-2.
+    primary_ready = response_of("sync", "primary-ready")
+    if primary_ready is not None:
+        bjob = job_named(primary_ready, "bootstrap")
+        chose = '{"result":"bootstrapped","primary":"db-2","semiSync":true,"replicas":["db-0","db-1"],"rebuildNeeded":[]}'
+        write("sync", "bootstrap-chose-most-advanced", request(
+            parent(status=primary_ready["status"]), observed(primary_ready["children"], {bjob: "succeeded"}),
+            related(*healthy, job_pod(bjob, "bootstrap", chose))))
+
+    # The spec edited again in the middle of a walk: every pod is held at once.
+    r3 = response_of("sync", "upgrade-3-release-db-1")
+    if r3 is not None:
+        write("sync", "upgrade-edited-mid-walk", request(parent(status=r3["status"], version="8.4.6"),
+                                                         rolling(r3["children"]), related(*revision_pods("ONN"))))
+    # Reverting a started upgrade across a series: db-2 already ran 8.4.5.
+    upgrade = response_of("sync", "upgrade-2-db-2-restarting")
+    if upgrade is not None:
+        ran = revision_pods("OON")
+        ran[2]["metadata"]["annotations"] = {"mysqlhook.dev/version": "9.1.0"}
+        write("sync", "upgrade-revert-after-new-major", request(parent(status=st), rolling(upgrade["children"]),
+                                                                  related(*ran)))
+
+    # Specs the API server would reject.
+    write("sync", "invalid-schedule", request(parent(status=st, backup=dict(PVC_BACKUP, schedule="61 * * * *")),
+                                              live, related(*healthy)))
+    write("sync", "resources-above-limits", request(parent(status=st, resources={
+        "requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}}), live, related(*healthy)))
+
+    # Deletion with Retain while the StatefulSet still owns a claim (an earlier Delete).
+    write("finalize", "retain-claims-owned", request(
+        deleting(), live, dict(related(*healthy), **{"PersistentVolumeClaim.v1": {
+            f"{NS}/data-db-{i}": claim(i, owner="db" if i == 2 else None) for i in range(3)}}), True))
+    # deletionPolicy Backup of a cluster that never finished bootstrapping.
+    new = response_of("sync", "new-cluster")
+    if new is not None:
+        never = parent(status=new["status"], deletionPolicy="Backup", backup=PVC_BACKUP)
+        never["metadata"]["deletionTimestamp"] = "2026-11-29T11:59:50Z"
+        write("finalize", "backup-never-initialized", request(never, observed(new["children"]),
+                                                              related(*pods([False, False, False])), True))
 
 
 # ---------------------------------------------------------------- backups and restores
@@ -555,7 +804,8 @@ def script_pod(job, labels, results, phase, name_suffix="x7k2p", main="backup", 
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{job}-{name_suffix}", "namespace": NS, "uid": "20000000-0000-4000-8000-0000000000%02d" % (len(job) % 90),
-                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z"},
+                     "resourceVersion": "44100", "labels": labels, "creationTimestamp": "2026-11-29T11:58:00Z",
+                     "ownerReferences": job_owner(job)},
         "spec": {"initContainers": [{"name": c, "image": "mysql:8.4.3"} for c in inits],
                  "containers": [{"name": main, "image": "mysql:8.4.3"}], "restartPolicy": "Never"},
         "status": st,
@@ -585,12 +835,14 @@ def mysql_backup(name="nightly", cluster="db", status=None):
     return b
 
 
-def backup_request(b, jobs=None, mysqls=(), pods=()):
+def backup_request(b, jobs=None, mysqls=(), pods=(), secrets=()):
+    rel = {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
+           "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
+    if secrets:
+        rel["Secret.v1"] = {f"{NS}/{s['metadata']['name']}": s for s in secrets}
     return {"controller": BACKUP_CONTROLLER, "parent": b,
             "children": {"Job.batch/v1": {f"{NS}/{j['metadata']['name']}": j for j in (jobs or [])}},
-            "related": {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
-                        "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}},
-            "finalizing": False}
+            "related": rel, "finalizing": False}
 
 
 def jobs_of(response):
@@ -601,8 +853,20 @@ def backup_scenarios(running, st, live, deleting):
     ready3 = related(*pods([True, True, True]))
     # Scheduled backups: the CronJob, only once the cluster is initialized.
     write("sync", "backup-cronjob-pvc", request(parent(status=st, backup=PVC_BACKUP), live, ready3))
-    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, with_s3_secret(ready3)))
+    # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
+    # uploader image off the installer's list, a server image off it.
+    write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    evil_uploader = copy.deepcopy(S3_BACKUP)
+    evil_uploader["storage"]["s3"]["image"] = "evil.example.com/aws-cli:2"
+    write("sync", "backup-s3-image-not-allowed", request(parent(status=st, backup=evil_uploader), live,
+                                                           with_s3_secret(ready3)))
+    write("sync", "image-not-allowed", request(parent(status=st, image="evil.example.com/mysql:8.4.3"), live, ready3))
     write("sync", "backup-not-before-bootstrap", request(parent(backup=PVC_BACKUP)))
+    # Issue 18.6: backups signed with a key kept outside the store (an opted-in Secret).
+    signed = dict(PVC_BACKUP, signingKey={"name": "backup-signing"})
+    write("sync", "backup-signed", request(parent(status=st, backup=signed), live, with_signing_key(ready3)))
+    write("sync", "backup-signing-key-not-opted-in", request(parent(status=st, backup=signed), live, ready3))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
@@ -654,6 +918,17 @@ def backup_scenarios(running, st, live, deleting):
                 {"result": "restored", "pod": f"db-{i}", "from": "/backups/old/nightly-backup-a41c2", "pitr": False,
                  "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711"}, separators=(",", ":")))], "Succeeded", main="restore")
             all_jobs = list(rr["children"]) + [dict(jobs_of(rr)[0], metadata=dict(jobs_of(rr)[0]["metadata"], name=restore_jobs[2]))]
+            # The MySQLBackup deleted in the middle: the recorded store and name carry on,
+            # and the running restore Jobs are not deleted.
+            write("sync", "restore-backup-deleted", request(
+                parent(restore=from_backup, status=rr["status"]), observed(rr["children"]),
+                with_backups(related(*pods([True, True, True]), restored(restore_jobs[0], 0)))))
+            forgotten = copy.deepcopy(rr["status"])
+            forgotten["restore"].pop("storage", None)
+            forgotten["restore"].pop("name", None)
+            write("sync", "restore-backup-deleted-unrecorded", request(
+                parent(restore=from_backup, status=forgotten), observed(rr["children"]),
+                with_backups(related(*pods([True, True, True])))))
             write("sync", "restore-done", request(
                 parent(restore=from_backup, status=rr["status"]),
                 observed(all_jobs, {j: "succeeded" for j in restore_jobs}),
@@ -681,18 +956,28 @@ def backup_scenarios(running, st, live, deleting):
                   "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
-                                                  related(*pods([True, False, False]))))
+                                                  with_s3_secret(related(*pods([True, False, False])))))
+        write("sync", "restore-pitr-s3-signed", request(
+            parent(restore=dict(s3_restore, signingKey={"name": "backup-signing"}), status=new_r["status"]),
+            observed(new_r["children"]), with_signing_key(with_s3_secret(related(*pods([True, False, False]))))))
+        write("sync", "restore-s3-credentials-not-opted-in", request(
+            parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
+            related(*pods([True, False, False]))))
 
     # Finalize with deletionPolicy Backup.
     write("finalize", "backup-policy-kept", request(deleting(deletionPolicy="Backup"), live,
                                                     related(*pods([True, True, True])), True))
     write("finalize", "backup-job-emitted", request(deleting(deletionPolicy="Backup", backup=PVC_BACKUP), live,
                                                     related(*pods([True, True, True])), True))
+    write("finalize", "backup-s3-job-emitted", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                       with_s3_secret(related(*pods([True, True, True]))), True))
+    write("finalize", "backup-s3-refused", request(deleting(deletionPolicy="Backup", backup=S3_BACKUP), live,
+                                                   related(*pods([True, True, True])), True))
     emitted = response_of("finalize", "backup-job-emitted")
     if emitted is not None:
         fj = [j for j in jobs_of(emitted) if "-final-backup-" in j["metadata"]["name"]][0]
         fname = fj["metadata"]["name"]
-        with_job = observed(running["children"] + [fj])
+        with_job = observed(running["children"] + [fj], kept_done(running["children"]))
         def deleting_with(status):
             p = deleting(deletionPolicy="Backup", backup=PVC_BACKUP)
             p["status"] = status
@@ -700,10 +985,10 @@ def backup_scenarios(running, st, live, deleting):
         write("finalize", "backup-job-running", request(deleting_with(emitted["status"]), with_job,
                                                         related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", None, None)], "Running")), True))
         ok = script_pod(fname, cluster_job_labels("final-backup"), [("backup", 0, backed_up(fname, finished="2026-11-29T11:59:40Z"))], "Succeeded")
-        write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded"}),
+        write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded", **kept_done(running["children"])}),
                                                       related(*pods([True, True, True]), ok), True))
         err = json.dumps({"result": "error", "reason": "script-failed", "message": "backup: line 61: dump_cmd (exit 2)"}, separators=(",", ":"))
-        write("finalize", "backup-failed", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "failed"}),
+        write("finalize", "backup-failed", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "failed", **kept_done(running["children"])}),
                                                    related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", 2, err)], "Failed")), True))
         succ = response_of("finalize", "backup-succeeded")
         if succ is not None:
@@ -719,8 +1004,13 @@ def backup_scenarios(running, st, live, deleting):
                                                                  pods=pods([True, False, True])))
     write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                      pods=pods([True, False, False])))
+    s3_cluster = parent(status=st, backup=S3_BACKUP)
+    write("backup-sync", "running-s3", backup_request(mysql_backup(), mysqls=[s3_cluster], pods=pods([True, True, True]),
+                                                      secrets=[S3_SECRET]))
+    write("backup-sync", "s3-credentials-not-opted-in", backup_request(mysql_backup(), mysqls=[s3_cluster],
+                                                                       pods=pods([True, True, True])))
     rb = response_of("backup-sync", "running-from-replica")
-    if rb is not None:
+    if rb is not None and jobs_of(rb):
         bjob = jobs_of(rb)[0]
         bname = bjob["metadata"]["name"]
         def observed_job(state):

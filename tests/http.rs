@@ -50,7 +50,7 @@ async fn curls_default_form_content_type_is_accepted() {
 
 #[actix_rt::test]
 async fn oversized_body_is_413() {
-    let state = State::new(common::seed(), std::sync::Arc::new(common::now), 1024);
+    let state = State::new(std::sync::Arc::new(|| Some(common::entropy())), std::sync::Arc::new(common::now), 1024);
     let (status, _) =
         call(state, "POST", "/sync", Some("application/json"), &fixture("sync/running/request.json")).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);

@@ -192,6 +192,69 @@ fn every_emitted_pod_template_meets_the_restricted_standard() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `(where, pod spec)` of every pod template in the golden sync and finalize answers.
+fn golden_pod_specs() -> Vec<(String, Value)> {
+    let mut specs = Vec::new();
+    for hook in ["sync", "finalize"] {
+        let Ok(entries) = fs::read_dir(root().join("test-fixtures").join(hook)) else { continue };
+        for e in entries.flatten() {
+            let Ok(text) = fs::read_to_string(e.path().join("response.json")) else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            let origin = e.path().strip_prefix(root()).unwrap_or(&e.path()).display().to_string();
+            specs.extend(pod_specs(&origin, v["children"].as_array().into_iter().flatten()));
+        }
+    }
+    specs
+}
+
+/// Issue 18.7: no emitted pod mounts a ServiceAccount token (none of them talks to
+/// the API), and the database passwords reach the containers that need them as
+/// files, never as environment variables: mysqld's environment, and every process
+/// the scripts start, hold none.
+#[test]
+fn emitted_pods_mount_no_api_token_and_keep_passwords_out_of_the_environment() {
+    let specs = golden_pod_specs();
+    let mut failures = Vec::new();
+    let mut with_credentials = 0;
+    for (w, spec) in &specs {
+        if spec["automountServiceAccountToken"] != Value::Bool(false) {
+            failures.push(format!("{w}: automountServiceAccountToken is not false"));
+        }
+        let volumes: Vec<&Value> = spec["volumes"].as_array().into_iter().flatten().collect();
+        for c in ["initContainers", "containers"].iter().flat_map(|k| spec[*k].as_array().into_iter().flatten()) {
+            let name = c["name"].as_str().unwrap_or_default();
+            for e in c["env"].as_array().into_iter().flatten() {
+                let key = e["valueFrom"]["secretKeyRef"]["key"].as_str().unwrap_or_default();
+                if key == "root-password" || key == "replication-password" {
+                    failures.push(format!("{w}: container {name} has {key} in its environment ({})", e["name"]));
+                }
+                if name == "mysqld" && !e["valueFrom"]["secretKeyRef"].is_null() {
+                    failures.push(format!("{w}: mysqld has a Secret in its environment ({})", e["name"]));
+                }
+            }
+            let file = c["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == "MYSQL_ROOT_PASSWORD_FILE")
+                .and_then(|e| e["value"].as_str());
+            if let Some(file) = file {
+                with_credentials += 1;
+                let mounted = c["volumeMounts"].as_array().into_iter().flatten().any(|m| {
+                    file.starts_with(m["mountPath"].as_str().unwrap_or("\0"))
+                        && volumes.iter().any(|v| v["name"] == m["name"] && !v["secret"].is_null())
+                });
+                if !mounted {
+                    failures.push(format!("{w}: container {name} reads {file}, which no Secret volume provides"));
+                }
+            }
+        }
+    }
+    println!("{} pod templates checked, {with_credentials} containers read the passwords from files", specs.len());
+    assert!(with_credentials > 0, "no container reads the passwords from files");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn manifests() -> Vec<Value> {
     let text = fs::read_to_string(root().join("metacontroller/deployment.yaml")).unwrap_or_else(|e| panic!("{e}"));
     text.split("\n---").filter_map(|doc| serde_yaml::from_str::<Value>(doc).ok()).filter(|v| v.is_object()).collect()

@@ -70,8 +70,9 @@ fn check(hook: &str, request: &Value) -> Result<(), TestCaseError> {
     let body = serde_json::to_vec(request).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let ctx = Context {
         now: common::now(),
-        secret_seed: common::seed(),
+        entropy: common::entropy(),
         scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(),
+        allowed_images: common::allowed_images(),
     };
     let answer = mysql_hook::app::answer_hook(hook, &body, &ctx);
     let text = String::from_utf8_lossy(&answer.body).into_owned();

@@ -3,18 +3,25 @@
 # AGENT_INTERVAL seconds (default 10) so that the pod follows the primary named
 # in ${PRIMARY_FILE}, printing a result line whenever it changes.
 # AGENT_ITERATIONS=N stops after N rounds (tests); 0 (default) runs forever.
+# With EXPORTER_PASSWORD_FILE (a mysqld_exporter sidecar), on the primary each round
+# also runs exporter-user.sh, which sets up the exporter's account if it cannot
+# log in.
 set -u
 trap 'exit 0' TERM  # PID 1 of its container: without a handler SIGTERM is ignored and every pod waits out its grace period
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 interval=${AGENT_INTERVAL:-10}
 iterations=${AGENT_ITERATIONS:-0}
-last="" i=0
+last="" elast="" i=0
 while :; do
   # join.sh logs go to our stderr; its last stdout line is the result
   line=$(bash "$here/join.sh" | tail -n 1)
   if [ "$line" != "$last" ]; then
     printf '%s\n' "$line"
     last=$line
+  fi
+  if [ -n "${EXPORTER_PASSWORD_FILE:-}${EXPORTER_PASSWORD:-}" ] && [[ $line == *'"result":"is-primary"'* ]]; then
+    eline=$(bash "$here/exporter-user.sh" | tail -n 1)
+    if [ "$eline" != "$elast" ]; then printf '%s\n' "$eline"; elast=$eline; fi
   fi
   i=$((i + 1))
   if (( iterations > 0 && i >= iterations )); then exit 0; fi

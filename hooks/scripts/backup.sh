@@ -88,6 +88,13 @@ dbs_json="" ; for d in "${dbs[@]}"; do dbs_json+="${dbs_json:+,}\"$(json_esc "$d
 printf '{"name":"%s","flavor":"%s","source":"%s","startedAt":"%s","finishedAt":"%s","gtid":"%s","databases":[%s],"bytes":%s,"files":[%s]}\n' \
   "$(json_esc "$name")" "$FLAVOR" "$(json_esc "$source")" "$started" "$finished" "$(json_esc "$gtid")" \
   "$dbs_json" "$bytes" "$files_json" > "$work/manifest.json"
+sum=$(sha256sum "$work/manifest.json"); printf '%s  manifest.json\n' "${sum%% *}" >> "$work/SHA256SUMS"
+# Signed with a key kept outside the store (see sign_backup in common.sh).
+if [ -n "${BACKUP_SIGNING_KEY_FILE:-}" ]; then
+  [ -r "$BACKUP_SIGNING_KEY_FILE" ] || fail bad-env "BACKUP_SIGNING_KEY_FILE is not readable"
+  sign_backup "$work" "$BACKUP_SIGNING_KEY_FILE"
+  r_raw signed true
+fi
 
 r_str location "$final"
 r_raw bytes "$bytes"

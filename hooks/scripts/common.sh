@@ -28,6 +28,9 @@ REPL_USER=repl
 # (MySQL rpl_semi_sync_source_timeout max is 4294967295 ms, ~49 days).
 SEMISYNC_TIMEOUT_MS=${SEMISYNC_TIMEOUT_MS:-4294967295}
 SERVER_ID_BASE=${SERVER_ID_BASE:-1}
+# MySQL: acknowledgements a commit waits for (the hook sets it from the number
+# of servers); MariaDB always waits for exactly one.
+SEMISYNC_ACKS=${SEMISYNC_ACKS:-1}
 
 case "${FLAVOR:-}" in
   mysql)   CLIENT=mysql   DUMP=mysqldump    BINLOG=mysqlbinlog    ADMIN=mysqladmin ;;
@@ -41,7 +44,7 @@ export ADMIN  # (mysqladmin / mariadb-admin: not needed by the scripts today)
 
 # ---------------------------------------------------------------- logging / result
 
-log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${SCRIPT_NAME:-script}" "$*" >&2; }
+log() { printf '%s %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "${SCRIPT_NAME:-script}" "$*" >&2; }
 
 # JSON string escaping with bash only.
 json_esc() {
@@ -71,8 +74,12 @@ result_line() {
     (( trunc )) && line+=',"truncated":true'
     line+="}"
     (( ${#line} < 4000 )) && break
-    (( ${#fields[@]} > 0 )) || break
-    unset 'fields[-1]'; trunc=1   # too long for a termination message
+    # too long for a termination message: drop the last field, never
+    # "promoted" nor "reason" (the hook acts on them)
+    local i=$(( ${#fields[@]} - 1 ))
+    while (( i >= 0 )) && [[ ${fields[i]} == '"promoted":'* || ${fields[i]} == '"reason":'* ]]; do i=$((i - 1)); done
+    (( i >= 0 )) || break
+    fields=("${fields[@]:0:i}" "${fields[@]:i+1}"); trunc=1
   done
   printf '%s' "$line"
 }
@@ -93,6 +100,14 @@ fail() {
   r_str reason "$1"; r_str message "${2:-}"
   finish error "${3:-1}"
 }
+# promoted POD: this run made POD writable (or adopted an earlier run's
+# promotion).  From here on every result line, success or error, carries
+# "promoted":"POD" so that the hook follows the promotion whatever fails later.
+PROMOTED=""
+promoted() {
+  PROMOTED=$1
+  r_str promoted "$1"
+}
 LAST_ERR=""
 trap 'LAST_ERR="line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 on_exit() {
@@ -101,6 +116,7 @@ on_exit() {
   if [ "$RESULT_DONE" = 0 ]; then
     RESULT_DONE=1
     R_FIELDS=()
+    [ -z "$PROMOTED" ] || r_str promoted "$PROMOTED"
     r_str reason script-failed
     r_str message "${SCRIPT_NAME:-script}: ${LAST_ERR:-exit $code}"
     finish error "$(( code == 0 ? 1 : code ))"
@@ -110,20 +126,32 @@ trap on_exit EXIT
 
 # ---------------------------------------------------------------- pods / env
 
-# PODS="db-0=host:port db-1=host:port ...", in ordinal order.
+# PODS="db-0=host:port db-1=host:port ...", in ordinal order.  Jobs get it in
+# their environment (the membership of their moment); server pods read it from
+# PODS_FILE (the config ConfigMap's `pods`, which follows scaling without a
+# restart) and know their own address from POD_HOST, so a new pod whose kubelet
+# has not yet seen the new file still finds itself.
 POD_NAMES=()
 declare -A POD_ADDR=()
 parse_pods() {
-  local e
-  for e in ${PODS:-}; do
+  local e list=${PODS:-}
+  if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then list=$(<"$PODS_FILE"); fi
+  for e in $list; do
     [[ $e == *=*:* ]] || fail bad-env "PODS entry '$e' is not name=host:port"
     POD_NAMES+=("${e%%=*}")
     POD_ADDR[${e%%=*}]=${e#*=}
   done
+  if [ -n "${POD_NAME:-}" ] && [ -n "${POD_HOST:-}" ] && [ -z "${POD_ADDR[$POD_NAME]+x}" ]; then
+    POD_NAMES+=("$POD_NAME")
+    POD_ADDR[$POD_NAME]=$POD_HOST
+  fi
   (( ${#POD_NAMES[@]} > 0 )) || fail bad-env "PODS is empty"
 }
 parse_pods
+[[ $SEMISYNC_ACKS =~ ^[1-9][0-9]*$ ]] || fail bad-env "SEMISYNC_ACKS '$SEMISYNC_ACKS' must be a positive number"
 is_member() { [[ -n "${1:-}" && -n "${POD_ADDR[$1]+x}" ]]; }
+# is_member_of X LIST...: X is one of LIST.  Pure.
+is_member_of() { local x=$1 y; shift; for y in "$@"; do [ "$x" = "$y" ] && return 0; done; return 1; }
 pod_host() { local a=${POD_ADDR[$1]}; a=${a%:*}; a=${a#[}; printf '%s' "${a%]}"; }
 pod_port() { local a=${POD_ADDR[$1]}; printf '%s' "${a##*:}"; }
 # ordinal of a StatefulSet pod name: the digits after the last '-'
@@ -135,6 +163,22 @@ pod_ordinal() {
 
 # SQL string literal (standard SQL quoting plus backslash escaping)
 sql_quote() { local s=$1; s=${s//\\/\\\\}; s=${s//\'/\'\'}; printf "'%s'" "$s"; }
+
+# load_secret VAR: VAR's value from the file named by ${VAR}_FILE when that is
+# set (pods mount the credentials Secret as files: an environment is inherited
+# by every process and readable in /proc/<pid>/environ), else from the
+# environment.  Exact bytes, trailing newlines included.  Never exported: the
+# programs the scripts run do not get it in their environment.
+load_secret() {
+  local var=$1 file_var=${1}_FILE
+  if [ -n "${!file_var:-}" ]; then
+    [ -r "${!file_var}" ] || fail bad-env "$file_var: ${!file_var} is not readable"
+    IFS= read -r -d '' "$var" < "${!file_var}" || true
+  fi
+  export -n "$var"
+}
+load_secret MYSQL_ROOT_PASSWORD
+load_secret REPLICATION_PASSWORD
 
 # Credentials go into a private option file, never onto the command line.
 CNF=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX")
@@ -155,12 +199,17 @@ write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 
 # sql POD STATEMENTS: run on POD as root, tab separated rows on stdout, no header.
 # SQL_TIMEOUT overrides the client-side cap for long waits.
+# The statements go to the client on stdin, never as `-e` on its command line:
+# some carry passwords (IDENTIFIED BY, MASTER_PASSWORD / SOURCE_PASSWORD), and a
+# command line is readable by every process in /proc/<pid>/cmdline and lands in
+# process-exec audit logs.  printf is a builtin: nothing is executed with the
+# statements in its arguments (tests/scripts records every command line).
 sql() {
   local pod=$1 q=$2 fmt=-N
   [ -n "${SQL_VERTICAL:-}" ] && fmt=-E
-  timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
+  printf '%s\n' "$q" | timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
-    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B -e "$q"
+    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B
 }
 reachable() { SQL_TIMEOUT=$((CONNECT_TIMEOUT + 5)) sql "$1" "SELECT 1" >/dev/null 2>&1; }
 # wait_reachable POD SECONDS
@@ -192,6 +241,104 @@ sql_set_read_only() {
     mariadb) sql "$1" "SET SESSION lock_wait_timeout=10; SET GLOBAL read_only=ON" ;;
   esac
 }
+# One attempt at read-only with a bounded wait for the locks it needs (the
+# global read lock and the commit lock: a running statement or a commit that
+# waits for a semi-sync acknowledgement blocks it until lock_wait_timeout).
+# sql_try_read_only POD SECONDS
+# MySQL: lock_wait_timeout (RM 7.1.8, sysvar_lock_wait_timeout), super_read_only.
+sql_try_read_only() {
+  local t=$2
+  case $FLAVOR in
+    mysql)   SQL_TIMEOUT=$((t + CONNECT_TIMEOUT + 5)) sql "$1" "SET SESSION lock_wait_timeout=$t; SET GLOBAL super_read_only=ON" ;;
+    mariadb) SQL_TIMEOUT=$((t + CONNECT_TIMEOUT + 5)) sql "$1" "SET SESSION lock_wait_timeout=$t; SET GLOBAL read_only=ON" ;;
+  esac
+}
+# 1 when no client can write: MySQL super_read_only (it implies read_only);
+# MariaDB read_only (see the fencing caveat in README.md).
+sql_is_fenced() {
+  case $FLAVOR in
+    mysql)   sql "$1" "SELECT @@global.super_read_only" ;;
+    mariadb) sql "$1" "SELECT @@global.read_only" ;;
+  esac
+}
+# This connection's id, then the process list: Id User Host db Command Time
+# State Info (MariaDB adds Progress), tab separated.
+# MySQL: CONNECTION_ID() (RM 14.15), SHOW PROCESSLIST (RM 15.7.7.31).
+# MariaDB: the same statements.
+sql_processlist() { sql "$1" "SELECT CONNECTION_ID(); SHOW PROCESSLIST"; }
+# KILL CONNECTION (RM 15.7.8.4; MariaDB the same).  A thread that is already
+# gone (ER_NO_SUCH_THREAD) is not an error.
+sql_kill_connection() { sql "$1" "KILL CONNECTION $2" 2>/dev/null || true; }
+
+# tsv_fields LINE: the tab separated fields of LINE into the array TSV, empty
+# fields kept (read with IFS=tab would merge adjacent tabs).  Pure.
+tsv_fields() {
+  local line=$1
+  TSV=()
+  while [[ $line == *$'\t'* ]]; do TSV+=("${line%%$'\t'*}"); line=${line#*$'\t'}; done
+  TSV+=("$line")
+}
+# processlist_victims < sql_processlist output: the ids of the client
+# connections a fence kills -- all but this connection (first line), the
+# replication threads (source side: Binlog Dump / Binlog Dump GTID; replica
+# side: user "system user", MariaDB commands Slave_IO / Slave_SQL /
+# Slave_worker) and system / daemon threads (event_scheduler, Daemon).  Pure.
+processlist_victims() {
+  local own="" line id user cmd
+  IFS= read -r own || return 0
+  while IFS= read -r line; do
+    tsv_fields "$line"
+    (( ${#TSV[@]} >= 5 )) || continue
+    id=${TSV[0]} user=${TSV[1]} cmd=${TSV[4]}
+    [[ $id =~ ^[0-9]+$ ]] || continue
+    [ "$id" != "$own" ] || continue
+    case $user in "system user"|event_scheduler) continue ;; esac
+    case $cmd in "Binlog Dump"|"Binlog Dump GTID"|Daemon|Slave_IO|Slave_SQL|Slave_worker) continue ;; esac
+    printf '%s\n' "$id"
+  done
+}
+# kill_client_connections POD: kill every client connection (see above);
+# prints how many were killed.
+kill_client_connections() {
+  local pod=$1 id n=0 list
+  list=$(sql_processlist "$pod" | processlist_victims) || return 1
+  for id in $list; do sql_kill_connection "$pod" "$id"; n=$((n + 1)); done
+  printf '%s' "$n"
+}
+
+# fence POD: make POD read-only (MySQL super_read_only) so that no client
+# commit can succeed there any more, and cut off its clients:
+#   1. SET read_only with lock_wait_timeout FENCE_LOCK_WAIT [2] s;
+#   2. blocked (a long statement, a held lock, a commit waiting for a
+#      semi-sync acknowledgement): kill the client connections and retry,
+#      FENCE_ATTEMPTS [4] times in all;
+#   3. once read-only, kill the client connections again (sessions with an
+#      open transaction; MariaDB accounts that bypass read_only);
+#   4. verify read-only.
+# A commit killed while it waited for its acknowledgement was never
+# acknowledged to its client; it may stay in POD's binary log (an unacknowledged
+# tail: POD is then reported rebuildNeeded if another server is promoted).
+# Returns 0 when fenced.
+FENCE_LOCK_WAIT=${FENCE_LOCK_WAIT:-2}
+FENCE_ATTEMPTS=${FENCE_ATTEMPTS:-4}
+fence() {
+  local pod=$1 i err killed
+  for (( i = 1; i <= FENCE_ATTEMPTS; i++ )); do
+    if err=$(sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" 2>&1 >/dev/null); then
+      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
+      if [ "$(sql_is_fenced "$pod" 2>/dev/null)" = 1 ]; then
+        log "fence $pod: read-only, $killed client connection(s) killed"
+        return 0
+      fi
+    else
+      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
+      log "fence $pod: attempt $i: ${err##*$'\n'}; killed $killed client connection(s)"
+    fi
+    sleep 0.2
+  done
+  return 1
+}
+
 # Allow the administrative (root) session to write while applications still
 # cannot: MySQL super_read_only=OFF, read_only stays ON (RM 7.1.8).
 # MariaDB: root already bypasses read_only; nothing to do.
@@ -239,66 +386,202 @@ sql_gtid_position() {
   esac
 }
 
-# Executed plus already received (in the relay log, not yet applied).
+# Executed plus already received (in the relay log, not yet applied): what a
+# promoted server would hold once it has applied its relay log.
 # MySQL: gtid_executed UNION performance_schema.replication_connection_status.
-#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13); a union of GTID sets is their
-#   comma-joined text (RM 14.18.2).
-# MariaDB: per domain the furthest of gtid_current_pos and the IO thread's
-#   Gtid_IO_Pos (SHOW SLAVE STATUS).
+#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13), one row per channel, read as
+#   rows (GROUP_CONCAT would be cut at group_concat_max_len, 1024 bytes by
+#   default, RM 14.19.1); with relay_log_recovery=OFF the server rebuilds the
+#   received set from its relay log at startup (RM 19.1.6.3,
+#   sysvar_relay_log_recovery).  A union of GTID sets is their comma-joined
+#   text (RM 19.1.3.1).
+# MariaDB: a state (per domain and server_id the highest seq_no) made of
+#   gtid_binlog_state, gtid_current_pos, gtid_slave_pos, the IO thread's
+#   Gtid_IO_Pos (SHOW SLAVE STATUS) and, when the applier is not
+#   running or Gtid_IO_Pos is empty (it is after a restart: MariaDB 10.11 keeps
+#   no received position across restarts), the complete transactions in the
+#   relay log after the applier's position (mdb_relay_scan).
 sql_gtid_received() {
   local pod=$1
   case $FLAVOR in
     mysql)
-      sql "$pod" "SELECT REPLACE(CONCAT_WS(',', NULLIF(@@global.gtid_executed,''),
-        (SELECT NULLIF(GROUP_CONCAT(RECEIVED_TRANSACTION_SET),'')
-           FROM performance_schema.replication_connection_status)), '\n', '')" ;;
+      local e r
+      e=$(sql "$pod" "SELECT REPLACE(@@global.gtid_executed, '\n', '')") || return 1
+      r=$(sql "$pod" "SELECT REPLACE(RECEIVED_TRANSACTION_SET, '\n', '')
+        FROM performance_schema.replication_connection_status
+        WHERE RECEIVED_TRANSACTION_SET <> ''") || return 1
+      gtid_union "$e" ${r//$'\n'/ } ;;
     mariadb)
-      local cur
-      cur=$(sql "$pod" "SELECT @@global.gtid_current_pos")
-      sql_replica_status "$pod"
-      mdb_pos_max "$cur" "$RS_IO_GTID" ;;
+      mdb_received "$pod" || return 1
+      printf '%s' "$MDB_RECV" ;;
   esac
+}
+
+# --- MariaDB relay log --------------------------------------------------------
+# MariaDB in GTID mode (MASTER_USE_GTID=slave_pos) deletes the relay log
+# whenever a replication thread starts while both are stopped (START SLAVE,
+# START SLAVE SQL_THREAD; after a restart both are stopped) and refetches from
+# gtid_slave_pos: what was received and acknowledged but not applied is gone
+# unless the source still has it.  Applying it first therefore goes through
+# file positions: CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE,
+# RELAY_LOG_POS (no relay log purge when a relay log position is given), START
+# SLAVE SQL_THREAD.  The position is found by reading the relay log with
+# SHOW RELAYLOG EVENTS.
+
+# mdb_relay_events_parse APPLIED < SHOW RELAYLOG EVENTS rows (Log_name Pos
+# Event_type Server_id End_log_pos Info): adds every complete transaction
+# (GTID event ... Xid / COMMIT; a standalone GTID event ... its Query) to
+# RL_GTIDS (a state: per domain and server_id the highest), and sets RL_FILE / RL_POS to
+# the GTID event of the first complete one APPLIED (a position) lacks.  State
+# across calls (a transaction may span relay log files): RLP_GTID, RLP_FILE,
+# RLP_POS, RLP_STANDALONE.  Pure.
+mdb_relay_events_parse() {
+  local applied=$1 line f pos type info g d n e
+  local -A aseq=()
+  csv_items "$applied"
+  for e in "${CSV[@]}"; do d=${e%%-*}; n=${e##*-}; aseq[$d]=$n; done
+  while IFS= read -r line; do
+    tsv_fields "$line"
+    (( ${#TSV[@]} >= 6 )) || continue
+    f=${TSV[0]} pos=${TSV[1]} type=${TSV[2]} info=${TSV[5]}
+    case $type in
+      Gtid)
+        g=""
+        [[ $info =~ GTID[[:space:]]+([0-9]+-[0-9]+-[0-9]+) ]] && g=${BASH_REMATCH[1]}
+        RLP_GTID=$g RLP_FILE=$f RLP_POS=$pos RLP_STANDALONE=1
+        [[ $info == BEGIN* ]] && RLP_STANDALONE=0
+        continue ;;
+      Xid) ;;
+      Query)
+        if [ "${RLP_STANDALONE:-0}" = 0 ]; then
+          case $info in COMMIT*|ROLLBACK*) ;; *) continue ;; esac
+        fi ;;
+      *) continue ;;
+    esac
+    [ -n "${RLP_GTID:-}" ] || continue
+    g=$RLP_GTID; RLP_GTID=""
+    [[ $info == ROLLBACK* ]] && continue
+    d=${g%%-*}; n=${g##*-}
+    RL_GTIDS=$(mdb_state_max "$RL_GTIDS" "$g")
+    if [ -z "$RL_FILE" ] && { [ -z "${aseq[$d]+x}" ] || (( n > aseq[$d] )); }; then
+      RL_FILE=$RLP_FILE RL_POS=$RLP_POS
+    fi
+  done
+  return 0
+}
+# next_relay_file NAME: relay-bin.000009 -> relay-bin.000010.  Pure.
+next_relay_file() {
+  local num=${1##*.}
+  printf '%s.%0*d' "${1%.*}" "${#num}" "$((10#$num + 1))"
+}
+# mdb_relay_scan POD APPLIED: read POD's relay log from the applier's position
+# (RS_RELAY_FILE/RS_RELAY_POS: call sql_replica_status first) to its end;
+# sets RL_GTIDS, RL_FILE, RL_POS (see mdb_relay_events_parse).  A file that is
+# gone (purged while we read, or past the end) ends the scan when the next one
+# is gone too.
+mdb_relay_scan() {
+  local pod=$1 applied=$2 file pos out missing=0
+  RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID="" RLP_FILE="" RLP_POS="" RLP_STANDALONE=0
+  file=${RS_RELAY_FILE##*/} pos=${RS_RELAY_POS:-4}
+  [[ -n $file && $file == *.+([0-9]) ]] || return 0
+  while (( missing < 2 )); do
+    if out=$(sql "$pod" "SHOW RELAYLOG EVENTS IN $(sql_quote "$file") FROM $pos" 2>/dev/null); then
+      missing=0
+      mdb_relay_events_parse "$applied" <<< "$out"
+    else
+      missing=$((missing + 1))
+    fi
+    file=$(next_relay_file "$file") pos=4
+  done
+}
+# mdb_received POD: MDB_RECV = what POD executed and received, as a state
+# (see sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
+# relay log was read, RL_GTIDS / RL_FILE / RL_POS; leaves RS_* set.
+mdb_received() {
+  local pod=$1 all
+  all=$(sql "$pod" "SELECT CONCAT_WS(',', @@global.gtid_binlog_state, @@global.gtid_current_pos,
+    @@global.gtid_slave_pos)") || return 1
+  MDB_APPLIED=$(mdb_pos_max "$all" "")
+  sql_replica_status "$pod" || return 1
+  MDB_RECV=$(mdb_state_max "$all" "$RS_IO_GTID")
+  RL_GTIDS="" RL_FILE="" RL_POS=""
+  if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_SQL" != Yes ] || [ -z "$RS_IO_GTID" ]; }; then
+    mdb_relay_scan "$pod" "$MDB_APPLIED"
+    MDB_RECV=$(mdb_state_max "$MDB_RECV" "$RL_GTIDS")
+  fi
+  return 0
+}
+
+# sql_drain_relay_log POD SECONDS: POD applies everything it has received
+# (its receiver must be stopped: nothing new arrives) without losing any of
+# it; 0 when done within SECONDS, 1 otherwise (the applier keeps running).
+# MySQL: START REPLICA SQL_THREAD (RM 15.4.2.4; the relay log is kept), then
+#   WAIT_FOR_EXECUTED_GTID_SET(received).
+# MariaDB: the applier running -> wait; stopped -> CHANGE MASTER TO
+#   MASTER_USE_GTID=no, RELAY_LOG_FILE, RELAY_LOG_POS at the first transaction
+#   not applied yet, START SLAVE SQL_THREAD, then MASTER_GTID_WAIT(received).
+#   The replica stays in file-position mode until it is repointed or promoted
+#   (sql_make_replica / RESET SLAVE ALL).
+sql_drain_relay_log() {
+  local pod=$1 t=$2 recv
+  case $FLAVOR in
+    mysql)
+      recv=$(sql_gtid_received "$pod") || return 1
+      sql "$pod" "START REPLICA SQL_THREAD" 2>/dev/null || true ;;
+    mariadb)
+      mdb_received "$pod" || return 1
+      recv=$MDB_RECV
+      [ "$RS_CONFIGURED" = 1 ] || return 0
+      if [ "$RS_SQL" != Yes ] && [ -n "$RL_FILE" ]; then
+        log "$pod: applying its relay log from $RL_FILE:$RL_POS (received [$RL_GTIDS], applied [$MDB_APPLIED])"
+        sql "$pod" "CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE=$(sql_quote "$RL_FILE"), RELAY_LOG_POS=$RL_POS;
+          START SLAVE SQL_THREAD" || return 1
+      fi ;;
+  esac
+  sql_wait_executed "$pod" "$recv" "$t"
 }
 
 # Wait until POD has executed GTIDS; prints nothing, returns 0 when reached.
 # MySQL: WAIT_FOR_EXECUTED_GTID_SET(set, timeout) -> 0 reached, 1 timeout
 #   (RM 14.18.2).
 # MariaDB: MASTER_GTID_WAIT(pos, timeout) -> 0 reached, -1 timeout; it waits
-#   for the replica SQL thread (gtid_slave_pos).
+#   for the replica SQL thread (gtid_slave_pos); a state is reduced to its
+#   position (per domain the highest seq_no) first.
 sql_wait_executed() {
   local pod=$1 gtids=$2 t=${3:-$WAIT_TIMEOUT} r
   [ -n "$gtids" ] || return 0
   case $FLAVOR in
     mysql)   r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT WAIT_FOR_EXECUTED_GTID_SET($(sql_quote "$gtids"), $t)") ;;
-    mariadb) r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT MASTER_GTID_WAIT($(sql_quote "$gtids"), $t)") ;;
+    mariadb) r=$(SQL_TIMEOUT=$((t + 30)) sql "$pod" "SELECT MASTER_GTID_WAIT($(sql_quote "$(mdb_pos_max "$gtids" "")"), $t)") ;;
   esac
   [ "$r" = 0 ]
 }
 
 # gtid_subset A B [POD]: true when every transaction of A is also in B.
-# MySQL: GTID_SUBSET(a, b) evaluated on POD (RM 14.18.2).
+# MySQL: GTID sets (uuid[:tag]:interval...), compared here in bash
+#   (mysql_gtid_subset) with the semantics of GTID_SUBSET(a, b) (RM 14.18.2):
+#   no server round trip, and the same code runs in the unit tests.
 # MariaDB: no server function exists; compared here from gtid_binlog_state
 #   lists: every (domain, server_id, seq) of A needs the same (domain,
 #   server_id) in B with a seq at least as high.
+# The POD argument is kept for callers; no comparison needs a server.  Pure.
 gtid_subset() {
-  local a=$1 b=$2 pod=${3:-}
   case $FLAVOR in
-    mysql)
-      [ -n "$a" ] || return 0
-      [ "$(sql "$pod" "SELECT GTID_SUBSET($(sql_quote "$a"), $(sql_quote "$b"))")" = 1 ] ;;
-    mariadb) mdb_state_subset "$a" "$b" ;;
+    mysql)   mysql_gtid_subset "$1" "$2" ;;
+    mariadb) mdb_state_subset "$1" "$2" ;;
   esac
 }
 # gtid_own_errant SET OTHERS IDENTITY [POD]: true when SET holds a transaction
 # that originated on IDENTITY (a server's own write) and that OTHERS lacks.
-# MySQL: GTID_SUBTRACT(set, others) (RM 14.18.2), then look for "uuid:".
+# MySQL: SET minus OTHERS (GTID_SUBTRACT semantics), then look for IDENTITY
+#   (the server_uuid) as the source of what is left.  Pure.
 gtid_own_errant() {
-  local set=$1 others=$2 ident=$3 pod=${4:-} d e
+  local set=$1 others=$2 ident=$3 d e
   case $FLAVOR in
     mysql)
-      d=$(sql "$pod" "SELECT REPLACE(GTID_SUBTRACT($(sql_quote "$set"), $(sql_quote "$others")), '\n', '')")
+      d=$(mysql_gtid_subtract "$set" "$others")
       csv_items "$d"
-      for e in "${CSV[@]}"; do [ "${e%%:*}" = "$ident" ] && return 0; done
+      for e in "${CSV[@]}"; do [ "${e%%:*}" = "${ident,,}" ] && return 0; done
       return 1 ;;
     mariadb)
       local s items
@@ -312,12 +595,12 @@ gtid_own_errant() {
   esac
 }
 # gtid_subtract A B [POD]: the part of A that B lacks, as text (for reports).
-# MySQL: GTID_SUBTRACT(a, b) (RM 14.18.2).  MariaDB: the (domain, server_id)
-#   entries of A not covered by B.
+# MySQL: GTID_SUBTRACT(a, b) semantics (RM 14.18.2), in bash.  MariaDB: the
+#   (domain, server_id) entries of A not covered by B.  Pure.
 gtid_subtract() {
-  local a=$1 b=$2 pod=${3:-} e out=""
+  local a=$1 b=$2 e out=""
   case $FLAVOR in
-    mysql) sql "$pod" "SELECT REPLACE(GTID_SUBTRACT($(sql_quote "$a"), $(sql_quote "$b")), '\n', '')" ;;
+    mysql) mysql_gtid_subtract "$a" "$b" ;;
     mariadb)
       local items
       csv_items "$a"; items=("${CSV[@]}")
@@ -328,12 +611,117 @@ gtid_subtract() {
   esac
 }
 # gtid_ge A B [POD]: A is at least as advanced as B (B is contained in A).
-# MySQL: GTID_SUBSET(b, a).  MariaDB: per domain seq_no comparison of positions.
+# MySQL: B subset of A.  MariaDB: per domain seq_no comparison of positions.
 gtid_ge() {
   case $FLAVOR in
-    mysql)   gtid_subset "$2" "$1" "${3:-}" ;;
+    mysql)   mysql_gtid_subset "$2" "$1" ;;
     mariadb) mdb_pos_ge "$1" "$2" ;;
   esac
+}
+
+# --- MySQL GTID sets (bash only) -----------------------------------------------
+# Text format (RM 19.1.3.1): entries "uuid:interval[:interval]..." joined by
+# commas, an interval "n" or "n-m"; MySQL 8.4 adds tags, "uuid:tag:interval..."
+# (a tag token switches the tag for the intervals after it, so
+# "uuid:1-5:tag1:1-3" and "uuid:1-5,uuid:tag1:1-3" are the same set).  UUIDs
+# and tags are case-insensitive (kept lower case); whitespace and newlines, as
+# in gtid_executed, are ignored.
+# mysql_gtid_parse SET NAME: the set into the associative array NAME, one
+# key per "uuid" / "uuid:tag", value "s-e s-e ..." sorted and merged.
+mysql_gtid_parse() {
+  local -n _mg=$2
+  local entry tok uuid tag key s e
+  local -a toks=()
+  _mg=()
+  csv_items "$1"
+  for entry in "${CSV[@]}"; do
+    IFS=: read -r -a toks <<< "$entry"
+    uuid=${toks[0],,} tag=""
+    for tok in "${toks[@]:1}"; do
+      if [[ $tok =~ ^([0-9]+)(-([0-9]+))?$ ]]; then
+        s=$((10#${BASH_REMATCH[1]})) e=$((10#${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}))
+        key=$uuid${tag:+:$tag}
+        _mg[$key]+="${_mg[$key]:+ }$s-$e"
+      elif [ -n "$tok" ]; then
+        tag=${tok,,}
+      fi
+    done
+  done
+  for key in "${!_mg[@]}"; do _mg[$key]=$(mysql_gtid_merge ${_mg[$key]}); done
+}
+# mysql_gtid_merge S-E...: the intervals sorted and merged (adjacent ones too).
+mysql_gtid_merge() {
+  local iv s e cs="" ce="" out=""
+  while IFS=- read -r s e; do
+    [ -n "$s" ] || continue
+    if [ -z "$cs" ]; then cs=$s ce=$e
+    elif (( s <= ce + 1 )); then (( e > ce )) && ce=$e
+    else out+="${out:+ }$cs-$ce"; cs=$s ce=$e
+    fi
+  done < <(for iv in "$@"; do printf '%s\n' "$iv"; done | sort -t- -k1,1n -k2,2n)
+  [ -z "$cs" ] || out+="${out:+ }$cs-$ce"
+  printf '%s' "$out"
+}
+# mysql_gtid_format NAME: the parsed set NAME as text, keys sorted.
+mysql_gtid_format() {
+  local -n _mf=$1
+  local key iv out="" one
+  local -a keys=()
+  [ ${#_mf[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!_mf[@]}" | sort)
+  for key in "${keys[@]}"; do
+    [ -n "${_mf[$key]}" ] || continue
+    one=$key
+    for iv in ${_mf[$key]}; do
+      if [ "${iv%-*}" = "${iv#*-}" ]; then one+=":${iv%-*}"; else one+=":$iv"; fi
+    done
+    out+="${out:+,}$one"
+  done
+  printf '%s' "$out"
+}
+# mysql_gtid_normalize SET / mysql_gtid_union SET...: canonical text.
+mysql_gtid_normalize() { local -A _n=(); mysql_gtid_parse "$1" _n; mysql_gtid_format _n; }
+mysql_gtid_union() { mysql_gtid_normalize "$(IFS=,; printf '%s' "$*")"; }
+# mysql_gtid_subset A B: every GTID of A is in B (GTID_SUBSET).
+mysql_gtid_subset() {
+  local -A _a=() _b=()
+  local key iv s e biv bs be ok
+  mysql_gtid_parse "$1" _a
+  mysql_gtid_parse "$2" _b
+  for key in "${!_a[@]}"; do
+    for iv in ${_a[$key]}; do
+      s=${iv%-*} e=${iv#*-} ok=0
+      for biv in ${_b[$key]:-}; do
+        bs=${biv%-*} be=${biv#*-}
+        if (( bs <= s && e <= be )); then ok=1; break; fi
+      done
+      (( ok )) || return 1
+    done
+  done
+  return 0
+}
+# mysql_gtid_subtract A B: the GTIDs of A not in B, as text (GTID_SUBTRACT).
+mysql_gtid_subtract() {
+  local -A _a=() _b=() _r=()
+  local key iv s e biv bs be rest
+  mysql_gtid_parse "$1" _a
+  mysql_gtid_parse "$2" _b
+  for key in "${!_a[@]}"; do
+    rest=""
+    for iv in ${_a[$key]}; do
+      s=${iv%-*} e=${iv#*-}
+      for biv in ${_b[$key]:-}; do       # B's intervals are sorted
+        bs=${biv%-*} be=${biv#*-}
+        (( be < s )) && continue
+        (( bs > e )) && break
+        (( bs > s )) && rest+="${rest:+ }$s-$((bs - 1))"
+        s=$((be + 1))
+        (( s > e )) && break
+      done
+      (( s <= e )) && rest+="${rest:+ }$s-$e"
+    done
+    [ -z "$rest" ] || _r[$key]=$rest
+  done
+  mysql_gtid_format _r
 }
 
 # --- MariaDB GTID list helpers (bash only) ----------------------------------
@@ -359,6 +747,19 @@ mdb_pos_max() {   # per domain, the GTID with the larger seq_no (union of positi
   local -a doms=()
   [ ${#best[@]} -gt 0 ] && mapfile -t doms < <(printf '%s\n' "${!best[@]}" | sort -n)
   for d in "${doms[@]}"; do out+="${out:+,}${best[$d]}"; done
+  printf '%s' "$out"
+}
+mdb_state_max() { # union of states: per (domain, server_id) the highest seq_no
+  local -A best=()
+  local e k n out="" x
+  csv_items "$(IFS=,; printf '%s' "$*")"
+  for e in "${CSV[@]}"; do
+    k=${e%-*}; n=${e##*-}
+    if [ -z "${best[$k]+x}" ] || (( n > best[$k] )); then best[$k]=$n; fi
+  done
+  local -a keys=()
+  [ ${#best[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!best[@]}" | sort -t- -k1,1n -k2,2n)
+  for x in "${keys[@]}"; do out+="${out:+,}$x-${best[$x]}"; done
   printf '%s' "$out"
 }
 mdb_pos_ge() {    # every domain of B is present in A with seq_no >= B's
@@ -391,16 +792,69 @@ mdb_state_subset() {  # every (d,s,n) of A has (d,s,m>=n) in B
   done
   return 0
 }
-# Union of several GTID sets / states, as text.
+# gtid_contains A B [POD]: A holds every transaction of B (executed+received
+# sets).  MySQL: B subset of A (GTID_SUBSET semantics, in bash).  MariaDB (states, one
+# d-s-n per domain and server_id): every (d,s,n) of B has (d,s,m>=n) in A,
+# and per domain A's highest seq_no is at least B's; this compares per
+# server_id, which positions alone cannot: two histories of the same length
+# written by different primaries are not the same.
+gtid_contains() {
+  case $FLAVOR in
+    mysql)   gtid_subset "$2" "$1" "${3:-}" ;;
+    mariadb) mdb_state_subset "$2" "$1" && mdb_pos_ge "$1" "$2" ;;
+  esac
+}
+# split_errant BASE MEMBER...: with EXEC[m] (executed set) and IDENT[m]
+# (server identity) of each MEMBER, sets ERRANT (members holding a transaction
+# they originated themselves that neither BASE -- e.g. the old primary's
+# executed set, "-" when there is none -- nor any other member has) and
+# NONERRANT (the others), both in the order given.  The rule needs another
+# set to compare with: a sole member without BASE is never errant.  Pure.
+split_errant() {
+  local base=$1 p q others n; shift
+  ERRANT=() NONERRANT=()
+  for p in "$@"; do
+    others="" n=0
+    if [ "$base" != - ]; then others=$base; n=1; fi
+    for q in "$@"; do
+      [ "$q" = "$p" ] && continue
+      others=$(gtid_union "$others" "${EXEC[$q]}"); n=$((n + 1))
+    done
+    if (( n > 0 )) && gtid_own_errant "${EXEC[$p]}" "$others" "${IDENT[$p]}"; then
+      ERRANT+=("$p")
+    else
+      NONERRANT+=("$p")
+    fi
+  done
+}
+# choose_most_advanced NAME...: the first NAME (callers list the preferred
+# first) whose set CAND_SET[NAME] contains every other NAME's (gtid_contains);
+# returns 1 when none does (diverged).  Pure.
+declare -A CAND_SET=()
+choose_most_advanced() {
+  local c o ok
+  for c in "$@"; do
+    ok=1
+    for o in "$@"; do
+      [ "$o" = "$c" ] && continue
+      gtid_contains "${CAND_SET[$c]}" "${CAND_SET[$o]}" "$c" || { ok=0; break; }
+    done
+    if (( ok )); then printf '%s' "$c"; return 0; fi
+  done
+  return 1
+}
+# Union of several GTID sets / states, as text (MySQL: normalized).  Pure.
 gtid_union() {
   local out="" x
   for x in "$@"; do [ -n "$x" ] && out+="${out:+,}$x"; done
-  printf '%s' "$out"
+  if [ "$FLAVOR" = mysql ]; then mysql_gtid_normalize "$out"; else printf '%s' "$out"; fi
 }
 
 # --- replica status ----------------------------------------------------------
 # sql_replica_status POD: sets RS_CONFIGURED (0/1), RS_HOST, RS_PORT, RS_IO
-# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR.
+# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR,
+# RS_RELAY_FILE / RS_RELAY_POS (the applier's position in the relay log),
+# RS_USING_GTID (MariaDB Using_Gtid).
 # MySQL: SHOW REPLICA STATUS (RM 15.7.7.35), Source_*/Replica_* field names.
 # MariaDB: SHOW SLAVE STATUS, Master_*/Slave_* field names.
 sql_replica_status() {
@@ -410,6 +864,7 @@ sql_replica_status() {
     mariadb) out=$(SQL_VERTICAL=1 sql "$1" 'SHOW SLAVE STATUS') ;;
   esac
   RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_IO_GTID="" RS_ERR=""
+  RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID=""
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*([A-Za-z_]+):[[:space:]]?(.*)$ ]] || continue
     k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
@@ -420,6 +875,9 @@ sql_replica_status() {
       Replica_SQL_Running|Slave_SQL_Running) RS_SQL=$v ;;
       Seconds_Behind_Source|Seconds_Behind_Master) RS_LAG=$v ;;
       Gtid_IO_Pos) RS_IO_GTID=$v ;;
+      Relay_Log_File) RS_RELAY_FILE=$v ;;
+      Relay_Log_Pos) RS_RELAY_POS=$v ;;
+      Using_Gtid) RS_USING_GTID=$v ;;
       Last_IO_Error|Last_SQL_Error) [ -n "$v" ] && RS_ERR+="${RS_ERR:+; }$v" ;;
     esac
   done <<< "$out"
@@ -460,7 +918,9 @@ sql_reset_replica_all() {
   esac
 }
 
-# Make POD a (semi-sync) replica of SRC_POD, GTID auto-positioned.
+# Make POD a (semi-sync) replica of SRC_POD, GTID auto-positioned.  POD is
+# made read-only first (verified; returns 1 otherwise): a replica is never
+# writable.  Returns non-zero on any failure (callers decide).
 # MySQL: STOP REPLICA (RM 15.4.2.5);
 #   CHANGE REPLICATION SOURCE TO SOURCE_HOST, SOURCE_PORT, SOURCE_USER,
 #   SOURCE_PASSWORD, SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1
@@ -475,7 +935,10 @@ sql_make_replica() {
   local pod=$1 src=$2 h p pw
   h=$(sql_quote "$(pod_host "$src")"); p=$(pod_port "$src")
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
-  sql_disable_semisync_source "$pod"
+  # never a writable replica: read-only first, and verified
+  sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" || { log "$pod: cannot be made read-only"; return 1; }
+  [ "$(sql_is_fenced "$pod")" = 1 ] || { log "$pod: still writable"; return 1; }
+  sql_disable_semisync_source "$pod" || return 1
   case $FLAVOR in
     mysql)
       sql "$pod" "STOP REPLICA;
@@ -484,22 +947,62 @@ sql_make_replica() {
           SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1,
           SOURCE_CONNECT_RETRY=5, SOURCE_RETRY_COUNT=86400;
         SET GLOBAL rpl_semi_sync_replica_enabled=ON;
-        START REPLICA" ;;
+        START REPLICA" || return 1 ;;
     mariadb)
       local binpos slavepos pos
-      sql "$pod" "STOP SLAVE"
-      binpos=$(sql "$pod" "SELECT @@global.gtid_binlog_pos")
-      slavepos=$(sql "$pod" "SELECT @@global.gtid_slave_pos")
+      sql "$pod" "STOP SLAVE" || return 1
+      binpos=$(sql "$pod" "SELECT @@global.gtid_binlog_pos") || return 1
+      slavepos=$(sql "$pod" "SELECT @@global.gtid_slave_pos") || return 1
       pos=$(mdb_pos_max "$binpos" "$slavepos")
       if [ "$pos" != "$slavepos" ]; then
-        sql "$pod" "SET GLOBAL gtid_slave_pos=$(sql_quote "$pos")"
+        sql "$pod" "SET GLOBAL gtid_slave_pos=$(sql_quote "$pos")" || return 1
       fi
       sql "$pod" "CHANGE MASTER TO MASTER_HOST=$h, MASTER_PORT=$p,
           MASTER_USER='$REPL_USER', MASTER_PASSWORD=$pw,
           MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=5;
         SET GLOBAL rpl_semi_sync_slave_enabled=ON;
-        START SLAVE" ;;
+        START SLAVE" || return 1 ;;
   esac
+}
+
+# repoint_member POD NEW: after NEW was promoted, make POD its replica unless
+# POD holds transactions NEW lacks (then POD is only made read-only and is to
+# be rebuilt).  Sets REPOINT_RESULT (replica | rebuild) and returns 0, or
+# returns 1 with REPOINT_ERR set.  Never exits the script: repointing is best
+# effort, the agents (join.sh every AGENT_INTERVAL s) finish what fails here.
+repoint_member() {
+  local p=$1 new=$2 e nexec
+  REPOINT_RESULT="" REPOINT_ERR=""
+  if replicating_from "$p" "$new"; then REPOINT_RESULT=replica; return 0; fi
+  # the member first, then the primary: the primary's set only grows
+  e=$(sql_gtid_executed "$p" 2>&1) || { REPOINT_ERR="$p: ${e##*$'\n'}"; return 1; }
+  nexec=$(sql_gtid_executed "$new" 2>&1) || { REPOINT_ERR="$new: ${nexec##*$'\n'}"; return 1; }
+  if ! gtid_subset "$e" "$nexec" "$new"; then
+    log "$p has transactions $new lacks: $(gtid_subtract "$e" "$nexec" "$new" 2>/dev/null || true); not repointed"
+    sql_try_read_only "$p" "$FENCE_LOCK_WAIT" >/dev/null 2>&1 || true
+    REPOINT_RESULT=rebuild; return 0
+  fi
+  if ! e=$(sql_make_replica "$p" "$new" 2>&1); then
+    REPOINT_ERR="$p: ${e##*$'\n'}"; return 1
+  fi
+  REPOINT_RESULT=replica
+}
+# repoint_all NEW POD...: repoint_member for each POD; sets the arrays
+# REPOINTED, REBUILD, REPOINT_FAILED (the reason of each failure is logged).
+repoint_all() {
+  local new=$1 p; shift
+  REPOINTED=() REBUILD=() REPOINT_FAILED=()
+  for p in "$@"; do
+    if repoint_member "$p" "$new"; then
+      case $REPOINT_RESULT in
+        replica) REPOINTED+=("$p") ;;
+        rebuild) REBUILD+=("$p") ;;
+      esac
+    else
+      log "repointing $p to $new failed (the agents finish it): $REPOINT_ERR"
+      REPOINT_FAILED+=("$p")
+    fi
+  done
 }
 
 # Lossless semi-synchronous source: wait AFTER_SYNC (binlog synced, before the
@@ -512,25 +1015,55 @@ sql_make_replica() {
 #   (plugin semisync_source loaded by my.cnf).
 # MariaDB (built in): rpl_semi_sync_master_wait_point, _timeout,
 #   _wait_no_slave, _enabled (always exactly one acknowledgement).
-sql_enable_semisync_source() {
-  case $FLAVOR in
-    mysql) sql "$1" "SET GLOBAL rpl_semi_sync_source_wait_point=AFTER_SYNC;
-      SET GLOBAL rpl_semi_sync_source_wait_for_replica_count=1;
+# semisync_source_sql true|false: the statements that turn the semi-sync
+# source on (as above) or off.  MySQL waits for SEMISYNC_ACKS [1]
+# acknowledgements (rpl_semi_sync_source_wait_for_replica_count, RM
+# 19.4.10.2); MariaDB has exactly one.  Pure.
+semisync_source_sql() {
+  case $FLAVOR:$1 in
+    mysql:true) printf '%s' "SET GLOBAL rpl_semi_sync_source_wait_point=AFTER_SYNC;
+      SET GLOBAL rpl_semi_sync_source_wait_for_replica_count=$SEMISYNC_ACKS;
       SET GLOBAL rpl_semi_sync_source_timeout=$SEMISYNC_TIMEOUT_MS;
       SET GLOBAL rpl_semi_sync_source_wait_no_replica=ON;
-      SET GLOBAL rpl_semi_sync_source_enabled=ON" ;;
-    mariadb) sql "$1" "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC;
+      SET GLOBAL rpl_semi_sync_source_enabled=ON;" ;;
+    mariadb:true) printf '%s' "SET GLOBAL rpl_semi_sync_master_wait_point=AFTER_SYNC;
       SET GLOBAL rpl_semi_sync_master_timeout=$SEMISYNC_TIMEOUT_MS;
       SET GLOBAL rpl_semi_sync_master_wait_no_slave=ON;
-      SET GLOBAL rpl_semi_sync_master_enabled=ON" ;;
+      SET GLOBAL rpl_semi_sync_master_enabled=ON;" ;;
+    mysql:*)   printf '%s' "SET GLOBAL rpl_semi_sync_source_enabled=OFF;" ;;
+    mariadb:*) printf '%s' "SET GLOBAL rpl_semi_sync_master_enabled=OFF;" ;;
   esac
 }
+sql_enable_semisync_source() { sql "$1" "$(semisync_source_sql true)"; }
 # Single-member cluster: no replica can acknowledge, so the source must not wait.
-sql_disable_semisync_source() {
+sql_disable_semisync_source() { sql "$1" "$(semisync_source_sql false)"; }
+# promote_sql IS_REPLICA(0|1) SEMISYNC(true|false): one batch that makes a
+# fenced server the primary -- stop replication and forget the source (when it
+# is a replica), semi-sync source on or off, then writable.  Pure.
+# MySQL: STOP REPLICA, RESET REPLICA ALL (RM 15.4.2.5, 15.4.2.3),
+#   super_read_only=OFF, read_only=OFF (RM 7.1.8).
+# MariaDB: STOP SLAVE, RESET SLAVE ALL, read_only=OFF.
+promote_sql() {
+  local q=""
+  if [ "$1" = 1 ]; then
+    case $FLAVOR in
+      mysql)   q+="STOP REPLICA; RESET REPLICA ALL;" ;;
+      mariadb) q+="STOP SLAVE; RESET SLAVE ALL;" ;;
+    esac
+  fi
+  q+=$(semisync_source_sql "$2")
   case $FLAVOR in
-    mysql)   sql "$1" "SET GLOBAL rpl_semi_sync_source_enabled=OFF" ;;
-    mariadb) sql "$1" "SET GLOBAL rpl_semi_sync_master_enabled=OFF" ;;
+    mysql)   q+=" SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF" ;;
+    mariadb) q+=" SET GLOBAL read_only=OFF" ;;
   esac
+  printf '%s' "$q"
+}
+# sql_promote POD SEMISYNC: promote_sql on POD (one client call: the write
+# freeze of a switchover is counted in client calls).
+sql_promote() {
+  local pod=$1
+  sql_replica_status "$pod"
+  sql "$pod" "$(promote_sql "$RS_CONFIGURED" "$2")"
 }
 # 1 when semi-sync source is enabled.
 sql_semisync_source_enabled() {
@@ -550,26 +1083,40 @@ sql_semisync_clients() {
   printf '%s' "${v##*[[:space:]]}"
 }
 
-# The replication / backup account, created on the primary (replicated).
-# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), GRANT (RM 15.7.1.6);
-#   REPLICATION SLAVE + REPLICATION CLIENT for replication, BACKUP_ADMIN and
-#   CLONE_ADMIN for clone/backup (RM 8.2.2), plus what mysqldump needs.
-# MariaDB: REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR (10.5+ split of
-#   REPLICATION CLIENT) plus what mariadb-dump needs.
+# The replication account, created on the primary (replicated).  It may
+# replicate and nothing else: its password is in every pod, and the scripts
+# do everything else (dumps included) as root.  REVOKE first, so a rerun also
+# narrows an account an older version created with more.
+# MySQL: CREATE USER (RM 15.7.1.3), ALTER USER (RM 15.7.1.1), REVOKE ALL
+#   PRIVILEGES, GRANT OPTION (RM 15.7.1.8), GRANT REPLICATION SLAVE (RM 8.2.2:
+#   what a replica's receiver needs to read the binary log).
+# MariaDB: the same statements; REPLICATION SLAVE alone lets a replica connect
+#   and read the binary log, semi-sync acknowledgements included.
 sql_create_repl_user() {
   local pw
   pw=$(sql_quote "${REPLICATION_PASSWORD:?REPLICATION_PASSWORD is required}")
+  sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
+    REVOKE ALL PRIVILEGES, GRANT OPTION FROM '$REPL_USER'@'%';
+    GRANT REPLICATION SLAVE ON *.* TO '$REPL_USER'@'%'"
+}
+# The mysqld_exporter account (exporter-user.sh): local logins only, at most 3
+# connections, no access to application data.  MySQL: REPLICATION CLIENT for
+# SHOW REPLICA STATUS (RM 15.7.7.35), PROCESS for the InnoDB information_schema
+# tables.  MariaDB: SLAVE MONITOR for SHOW SLAVE STATUS (10.5.9+), BINLOG MONITOR
+# (what REPLICATION CLIENT means there since 10.5.2), PROCESS.
+sql_create_exporter_user() {
+  local pw
+  pw=$(sql_quote "${EXPORTER_PASSWORD:?EXPORTER_PASSWORD is required}")
   case $FLAVOR in
-    mysql) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, REPLICATION CLIENT, BACKUP_ADMIN, CLONE_ADMIN,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
-    mariadb) sql "$1" "CREATE USER IF NOT EXISTS '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      ALTER USER '$REPL_USER'@'%' IDENTIFIED BY $pw;
-      GRANT REPLICATION SLAVE, BINLOG MONITOR, SLAVE MONITOR,
-        SELECT, RELOAD, PROCESS, SHOW VIEW, TRIGGER, EVENT, LOCK TABLES
-        ON *.* TO '$REPL_USER'@'%'" ;;
+    mysql) sql "$1" "CREATE USER IF NOT EXISTS 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
+      ALTER USER 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
+      GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'exporter'@'localhost';
+      GRANT SELECT ON performance_schema.* TO 'exporter'@'localhost'" ;;
+    mariadb) sql "$1" "CREATE USER IF NOT EXISTS 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
+      ALTER USER 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
+      GRANT PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO 'exporter'@'localhost';
+      GRANT SELECT ON performance_schema.* TO 'exporter'@'localhost'" ;;
   esac
 }
 # Can the repl account log in with the current password? (skip re-creating it)
@@ -665,10 +1212,22 @@ binlog_replay() {
     SQL_TIMEOUT=${REPLAY_TIMEOUT:-3600} sql_stdin "$pod"
 }
 # sql_stdin POD: run SQL read from stdin (dump loading, binlog replay).
+# What comes from a backup store is data, never instructions for the client:
+# a tampered dump or binary log must not make the client run `\!`/`system`,
+# `source` a file or `tee` into one, in a pod that holds the root password.
+# --binary-mode turns off every client command but `charset` and `delimiter`
+# for input that is not typed (MySQL RM 6.5.1.1, mysql --binary-mode; MariaDB
+# mariadb --binary-mode).  On top of it: MariaDB's --sandbox (10.5.25, 10.6.18,
+# 10.11.8, 11.0.6 and later: a disabled command is an error) and MySQL's
+# --system-command=OFF (8.0.40, 8.4.3 and later); `loose-` lets an older
+# client ignore the option, binary mode still applies.
 sql_stdin() {
   local pod=$1
   local -a extra=()
-  [ "$FLAVOR" = mariadb ] && extra=(--binary-mode)
+  case $FLAVOR in
+    mysql)   extra=(--binary-mode --loose-system-command=OFF) ;;
+    mariadb) extra=(--binary-mode --loose-sandbox) ;;
+  esac
   timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
     --connect-timeout="$CONNECT_TIMEOUT" "${extra[@]}" --max-allowed-packet=1G -N -B
@@ -696,6 +1255,44 @@ sql_set_restored_position() {
         SET GLOBAL gtid_slave_pos=$(sql_quote "$g")" ;;
   esac
 }
+# ================================================================ signatures
+# A backup may be signed with a key kept outside the store: SIGNATURE holds
+# "hmac-sha256 <hex>", HMAC-SHA256 (RFC 2104) of the bytes of SHA256SUMS, which
+# lists dump.sql, every binary log and manifest.json.  Whoever can write the
+# store but not read the key cannot make a restore load anything else.  Bash and
+# coreutils only (od, sha256sum): the server images have no openssl.
+
+# hex_of_file FILE: the file's bytes as lowercase hex.
+hex_of_file() { local h; h=$(od -An -v -tx1 < "$1"); h=${h//[[:space:]]/}; printf '%s' "$h"; }
+# hex_fmt HEX: a printf format writing those bytes.
+hex_fmt() { local h=$1 i out=""; for ((i = 0; i < ${#h}; i += 2)); do out+="\\x${h:i:2}"; done; printf '%s' "$out"; }
+# hmac_sha256 KEY_FILE FILE: HMAC-SHA256 of FILE under the bytes of KEY_FILE, hex.
+hmac_sha256() {
+  local key ipad="" opad="" i b inner outer
+  key=$(hex_of_file "$1")
+  if (( ${#key} > 128 )); then   # keys longer than the 64-byte block are hashed first
+    key=$(printf "$(hex_fmt "$key")" | sha256sum); key=${key%% *}
+  fi
+  while (( ${#key} < 128 )); do key+=0; done
+  for ((i = 0; i < 128; i += 2)); do
+    b=$((16#${key:i:2}))
+    ipad+=$(printf '\\x%02x' $((b ^ 0x36)))
+    opad+=$(printf '\\x%02x' $((b ^ 0x5c)))
+  done
+  inner=$({ printf "$ipad"; cat "$2"; } | sha256sum); inner=${inner%% *}
+  outer=$({ printf "$opad"; printf "$(hex_fmt "$inner")"; } | sha256sum)
+  printf '%s' "${outer%% *}"
+}
+# sign_backup DIR KEY_FILE: write DIR/SIGNATURE.
+sign_backup() { printf 'hmac-sha256 %s\n' "$(hmac_sha256 "$2" "$1/SHA256SUMS")" > "$1/SIGNATURE"; }
+# signature_ok DIR KEY_FILE: DIR/SIGNATURE is the HMAC of DIR/SHA256SUMS under the key.
+signature_ok() {
+  local line
+  [ -r "$1/SIGNATURE" ] && [ -r "$1/SHA256SUMS" ] || return 1
+  IFS= read -r line < "$1/SIGNATURE" || true
+  [ "$line" = "hmac-sha256 $(hmac_sha256 "$2" "$1/SHA256SUMS")" ]
+}
+
 # Statement that keeps a session's own writes out of the binary log.
 # MySQL: SET SESSION sql_log_bin (RM 19.1.6.4, sysvar_sql_log_bin). MariaDB: same.
 SQL_NO_BINLOG="SET SESSION sql_log_bin=0;"

@@ -1,153 +1,184 @@
 #!/bin/bash
-# failover.sh -- Job.  PRIMARY is dead or unhealthy: promote the most advanced
-# healthy replica.
-#   1. fence PRIMARY if it answers (read only; super_read_only on MySQL);
-#   2. stop the IO (receiver) thread on every reachable replica, so nothing new
-#      arrives and the old primary cannot collect semi-sync acknowledgements;
-#   3. skip errant replicas (rule in README.md) and pick the one whose
-#      executed+received GTID set contains every other candidate's;
-#   4. wait until it has applied its relay log;
-#   5. promote it: stop replication, forget the source, semi-sync source on
-#      (more than one member), writable;
-#   6. repoint every other reachable member, the fenced old primary included,
-#      unless it has transactions the new primary lacks (rebuildNeeded).
+# failover.sh -- Job.  The recorded primary PRIMARY is dead, unhealthy, or
+# restarted read-only: make the most advanced reachable server the writable
+# primary -- possibly PRIMARY itself.
+#   1. fence PRIMARY if it answers (common.sh `fence`: read only,
+#      super_read_only on MySQL, client connections killed), and any other
+#      writable member; one that answers and cannot be fenced: fence-failed,
+#      nothing promoted;
+#   2. stop the IO (receiver) thread on every reachable member other than
+#      PRIMARY, so nothing new arrives and the old primary cannot collect
+#      semi-sync acknowledgements; read each one's executed and received sets;
+#   3. quorum: fewer than QUORUM of them answered and FORCE is not 1 ->
+#      no-quorum, nothing promoted -- unless PRIMARY answers and its executed
+#      set contains every examined member's received set (then nothing
+#      acknowledged can be missing from it);
+#   4. candidates: PRIMARY when it answers (fenced; its own transactions are
+#      never errant) and the examined members that are not errant (rule in
+#      README.md); choose the one whose executed+received set contains every
+#      other candidate's, PRIMARY first on a tie, then ordinal order;
+#      none -> diverged;
+#   5. wait until it has applied what it received, relay log included (also
+#      after a restart: see sql_drain_relay_log in common.sh);
+#   6. promote it: stop replication, forget the source, semi-sync source on
+#      (more than one member), writable.  From here on every result line
+#      carries "promoted";
+#   7. repoint every other reachable member, the fenced old primary included,
+#      unless it has transactions the new primary lacks (rebuildNeeded); best
+#      effort: a member that cannot be repointed is listed in repointFailed
+#      (reason in the log) and does not fail the Job.
+# Env (besides the common ones): PRIMARY; QUORUM = how many members other than
+# PRIMARY must answer [all of them]; FORCE=1 skips the quorum (a human's
+# decision: commits only the missing members hold are lost); WAIT_TIMEOUT.
 # Idempotent: a rerun that finds exactly one writable non-replica member other
-# than PRIMARY (promoted by an earlier run) adopts it and only repeats step 6.
-# One member (PODS names only PRIMARY): there is nobody to promote, but a
-# restarted server comes back read-only; if PRIMARY answers and replicates from
-# nobody it is made writable again (result promoted, primary = PRIMARY).
+# than PRIMARY (promoted by an earlier run) adopts it and only repeats step 7;
+# a rerun after PRIMARY was re-promoted fences and re-promotes it again.
 SCRIPT_NAME=failover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 old=${PRIMARY:-}
 is_member "$old" || fail bad-env "PRIMARY '$old' is not in PODS"
+others=()
+for p in "${POD_NAMES[@]}"; do [ "$p" = "$old" ] || others+=("$p"); done
+QUORUM=${QUORUM:-${#others[@]}}
+[[ $QUORUM =~ ^[0-9]+$ ]] && (( QUORUM <= ${#others[@]} )) ||
+  fail bad-env "QUORUM '$QUORUM' must be a number from 0 to ${#others[@]} (the members other than PRIMARY)"
+FORCE=${FORCE:-0}
+[[ $FORCE == [01] ]] || fail bad-env "FORCE must be 0 or 1"
 r_str from "$old"
 
-# 1. fence
-old_up=false fenced=false old_exec=""
+# 1. fence: nothing is promoted while another member answers and is not
+#    fenced (read-only, client connections killed).
+old_up=false fenced=false
 if reachable "$old"; then
   old_up=true
-  for _ in 1 2 3; do
-    if sql_set_read_only "$old" 2>/dev/null && [ "$(sql_is_read_only "$old")" = 1 ]; then fenced=true; break; fi
-    sleep 1
-  done
-  old_exec=$(sql_gtid_executed "$old" 2>/dev/null || true)
+  if fence "$old"; then
+    fenced=true
+  elif reachable "$old"; then
+    fail fence-failed "$old answers but could not be made read-only (see the log); nothing promoted"
+  else
+    old_up=false
+    log "old primary $old stopped answering while being fenced"
+  fi
   log "old primary $old answers; fenced=$fenced"
 else
   log "old primary $old does not answer"
 fi
 
 members=() unreachable=()
-for p in "${POD_NAMES[@]}"; do
-  [ "$p" = "$old" ] && continue
+for p in "${others[@]}"; do
   if reachable "$p"; then members+=("$p"); else unreachable+=("$p"); fi
 done
-r_arr unreachable "${unreachable[@]}"
 
-# Promoted by an earlier run?
-writable=()
+# Promoted by an earlier run?  Any other writable member is fenced.
+writable=() loose=()
 for p in "${members[@]}"; do
+  [ "$(sql_is_read_only "$p")" = 0 ] || continue
   sql_replica_status "$p"
-  if [ "$(sql_is_read_only "$p")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then writable+=("$p"); fi
+  if [ "$RS_CONFIGURED" = 0 ]; then writable+=("$p"); else loose+=("$p"); fi
 done
-(( ${#writable[@]} <= 1 )) || fail split-brain "more than one writable member: ${writable[*]}"
-
-if [ "$old_up" = true ] && [ "$fenced" = false ]; then
-  # The old primary answers but could not be fenced (commits stuck?).  That is
-  # only safe while it runs lossless semi-sync: with every receiver stopped it
-  # cannot complete a commit.  Otherwise refuse.
-  if [ "$(sql_semisync_source_enabled "$old" 2>/dev/null || echo 0)" != 1 ]; then
-    fail fence-failed "$old answers, is still writable and not semi-synchronous"
-  fi
+if (( ${#writable[@]} > 1 )); then
+  for p in "${writable[@]}"; do fence "$p" || true; done
+  r_arr unreachable "${unreachable[@]}"
+  fail split-brain "more than one writable member: ${writable[*]} (fenced; a rerun chooses among them)"
 fi
-r_raw fenced "$fenced"
+for p in "${loose[@]}"; do
+  log "$p is a writable replica; fencing it"
+  fence "$p" || fail fence-failed "$p answers, is writable and could not be made read-only; nothing promoted"
+done
 
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
-if (( ${#POD_NAMES[@]} == 1 )); then
-  # The only member: nothing to fence it against, nothing it could lack.
-  [ "$old_up" = true ] || fail no-candidate "$old, the only member, does not answer"
-  sql_replica_status "$old"
-  [ "$RS_CONFIGURED" = 0 ] || fail primary-is-replica "$old, the only member, replicates from ${RS_HOST:-another server}"
-  sql_disable_semisync_source "$old"
-  sql_set_writable "$old"
-  [ "$(sql_is_read_only "$old")" = 0 ] || fail not-writable "$old stays read-only"
-  new=$old
-  log "$new, the only member, is writable again"
-elif (( ${#writable[@]} == 1 )); then
+# survey POD: EXEC (executed), RECV (executed + received), IDENT; 1 when POD
+# stopped answering.
+declare -A EXEC=() RECV=() IDENT=()
+survey() {
+  local p=$1
+  EXEC[$p]=$(sql_gtid_executed "$p") || return 1
+  RECV[$p]=$(sql_gtid_received "$p") || return 1
+  IDENT[$p]=$(sql_server_identity "$p") || return 1
+  log "$p executed=[${EXEC[$p]}] received=[${RECV[$p]}]"
+}
+
+if (( ${#writable[@]} == 1 )); then
+  r_arr unreachable "${unreachable[@]}"
+  r_raw fenced "$fenced"
   new=${writable[0]}
   log "$new is already the writable primary (earlier run); adopting it"
+  promoted "$new"
 else
-  (( ${#members[@]} > 0 )) || fail no-candidate "no member other than $old answers"
-  # 2. nothing new may arrive
-  for p in "${members[@]}"; do sql_stop_io_thread "$p"; done
-  # 3. survey
-  declare -A EXEC=() RECV=() IDENT=()
+  # 2. nothing new may arrive; read what each member has
+  examined=()
   for p in "${members[@]}"; do
-    EXEC[$p]=$(sql_gtid_executed "$p")
-    RECV[$p]=$(sql_gtid_received "$p")
-    IDENT[$p]=$(sql_server_identity "$p")
-    log "$p executed=[${EXEC[$p]}] received=[${RECV[$p]}]"
+    sql_stop_io_thread "$p"
+    if survey "$p"; then examined+=("$p"); else log "$p stopped answering"; unreachable+=("$p"); fi
   done
-  errant=() candidates=()
-  for p in "${members[@]}"; do
-    others_exec=$old_exec nothers=0
-    [ "$old_up" = true ] && nothers=1
-    for q in "${members[@]}"; do
-      [ "$q" = "$p" ] && continue
-      others_exec=$(gtid_union "$others_exec" "${EXEC[$q]}"); nothers=$((nothers + 1))
-    done
-    if (( nothers > 0 )) && gtid_own_errant "${EXEC[$p]}" "$others_exec" "${IDENT[$p]}" "$p"; then
-      log "$p is errant: it wrote transactions no other member has"
-      errant+=("$p")
-    else
-      candidates+=("$p")
+  members=("${examined[@]}")
+  r_arr unreachable "${unreachable[@]}"
+  r_raw fenced "$fenced"
+  if [ "$old_up" = true ] && ! survey "$old"; then
+    old_up=false; log "old primary $old stopped answering"
+  fi
+
+  # 3. quorum
+  if (( ${#members[@]} < QUORUM )); then
+    holds_all=false
+    if [ "$old_up" = true ]; then
+      holds_all=true
+      for p in "${members[@]}"; do
+        gtid_contains "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
+      done
     fi
-  done
+    if [ "$FORCE" = 1 ]; then
+      log "quorum not met (${#members[@]} of ${#others[@]} answer, $QUORUM needed); FORCE=1: going on"
+    elif [ "$holds_all" = true ]; then
+      log "quorum not met, but $old answers and holds every examined member's received transactions"
+    else
+      fail no-quorum "${#members[@]} of ${#others[@]} replicas answer; $QUORUM needed to be sure the promoted server holds every acknowledged commit (not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
+    fi
+  fi
+
+  # 4. candidates
+  base=-
+  [ "$old_up" = true ] && base=${EXEC[$old]}
+  split_errant "$base" "${members[@]}"
+  errant=("${ERRANT[@]}") candidates=()
+  for p in "${errant[@]}"; do log "$p is errant: it wrote transactions no other member has"; done
+  [ "$old_up" = true ] && candidates+=("$old")
+  candidates+=("${NONERRANT[@]}")
   r_arr errant "${errant[@]}"
-  (( ${#candidates[@]} > 0 )) || fail no-candidate "every reachable replica is errant"
-  best=${candidates[0]}
-  for c in "${candidates[@]:1}"; do
-    if gtid_ge "${RECV[$c]}" "${RECV[$best]}" "$c" && ! gtid_ge "${RECV[$best]}" "${RECV[$c]}" "$c"; then best=$c; fi
-  done
-  for c in "${candidates[@]}"; do
-    gtid_ge "${RECV[$best]}" "${RECV[$c]}" "$best" ||
-      fail diverged "no candidate contains all others: $best lacks part of $c"
-  done
-  new=$best
+  (( ${#candidates[@]} > 0 )) || fail no-candidate "no member answers that could be promoted (errant: ${errant[*]:-none})"
+  CAND_SET=()
+  for c in "${candidates[@]}"; do CAND_SET[$c]=${RECV[$c]}; done
+  new=$(choose_most_advanced "${candidates[@]}") ||
+    fail diverged "no candidate contains all others: $(for c in "${candidates[@]}"; do printf '%s=[%s] ' "$c" "${CAND_SET[$c]}"; done)"
   log "candidate: $new"
-  # 4. apply what was received
-  sql_start_sql_thread "$new"
-  sql_wait_executed "$new" "${RECV[$new]}" "$WAIT_TIMEOUT" ||
-    fail apply-timeout "$new did not apply its relay log within ${WAIT_TIMEOUT}s"
-  # 5. promote
-  sql_reset_replica_all "$new"
-  if [ "$semisync" = true ]; then sql_enable_semisync_source "$new"; else sql_disable_semisync_source "$new"; fi
-  sql_set_writable "$new"
+
+  # 5. apply what was received (without losing the relay log: common.sh
+  #    sql_drain_relay_log)
+  sql_replica_status "$new"
+  if [ "$RS_CONFIGURED" = 1 ]; then
+    { sql_drain_relay_log "$new" "$WAIT_TIMEOUT" && sql_wait_executed "$new" "${RECV[$new]}" 5; } ||
+      fail apply-timeout "$new did not apply its relay log (up to [${RECV[$new]}]) within ${WAIT_TIMEOUT}s"
+    sql_replica_status "$new"
+  fi
+  # 6. promote
+  sql_promote "$new" "$semisync"
+  promoted "$new"
   log "$new promoted"
 fi
 r_str primary "$new"
 
-# 6. repoint the rest
+# 7. repoint the rest: best effort; a member that cannot be repointed is
+#    listed in repointFailed and never fails the Job (the promotion stands).
 targets=()
 for p in "${members[@]}"; do [ "$p" = "$new" ] || targets+=("$p"); done
 [ "$old_up" = true ] && [ "$old" != "$new" ] && targets+=("$old")
-repointed=() rebuild=()
-for p in "${targets[@]}"; do
-  if replicating_from "$p" "$new"; then repointed+=("$p"); continue; fi
-  # member first, then the primary (whose set only grows)
-  e=$(sql_gtid_executed "$p"); nexec=$(sql_gtid_executed "$new")
-  if ! gtid_subset "$e" "$nexec" "$new"; then
-    log "$p has transactions $new lacks: $(gtid_subtract "$e" "$nexec" "$new"); not repointed"
-    sql_set_read_only "$p" 2>/dev/null || true
-    rebuild+=("$p"); continue
-  fi
-  sql_make_replica "$p" "$new"
-  repointed+=("$p")
-done
+repoint_all "$new" "${targets[@]}"
 r_raw semiSync "$semisync"
-r_arr replicas "${repointed[@]}"
-r_arr rebuildNeeded "${rebuild[@]}"
+r_arr replicas "${REPOINTED[@]}"
+r_arr rebuildNeeded "${REBUILD[@]}"
+r_arr repointFailed "${REPOINT_FAILED[@]}"
 r_str gtid "$(sql_gtid_position "$new")"
 finish promoted 0

@@ -87,10 +87,22 @@ case "${FLAVOR:-}" in
   *) die bad-env "FLAVOR must be mysql or mariadb" ;;
 esac
 [ -r "$MY_CNF" ] || die bad-env "MY_CNF $MY_CNF is not readable"
+# The root password: from MYSQL_ROOT_PASSWORD_FILE when set (pods mount the
+# credentials Secret as a file), else the environment; exact bytes, never
+# exported to the programs started below (see load_secret in common.sh).
+if [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ]; then
+  [ -r "$MYSQL_ROOT_PASSWORD_FILE" ] || die bad-env "MYSQL_ROOT_PASSWORD_FILE is not readable"
+  IFS= read -r -d '' MYSQL_ROOT_PASSWORD < "$MYSQL_ROOT_PASSWORD_FILE" || true
+fi
+export -n MYSQL_ROOT_PASSWORD 2>/dev/null || true
 
-# report_host/port: this pod's own entry in PODS if present, else the pod name.
+# report_host/port: this pod's own entry in PODS (or PODS_FILE, or POD_HOST) if
+# present, else the pod name.
 report_host=$POD_NAME report_port=""
-for e in ${PODS:-}; do
+members=${PODS:-}
+if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then members=$(<"$PODS_FILE"); fi
+[ -n "${POD_HOST:-}" ] && members="$members $POD_NAME=$POD_HOST"
+for e in $members; do
   if [ "${e%%=*}" = "$POD_NAME" ]; then
     a=${e#*=}; report_port=${a##*:}; report_host=${a%:*}; report_host=${report_host#[}; report_host=${report_host%]}
   fi
@@ -207,8 +219,9 @@ initialize_data_dir() {
   start_temp_server "$sock" "$pidf" || die init-failed "temporary server did not start"
   others=$("$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B -e \
     "SELECT user, host FROM mysql.user WHERE (user = 'root' AND host NOT IN ('localhost', '%')) OR user = ''")
-  "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
-    -e "$(root_accounts_sql "$pw" "$others")" || die init-failed "creating the root accounts failed"
+  # on stdin, not with -e: the statements carry the password (see sql() in common.sh)
+  root_accounts_sql "$pw" "$others" | "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
+    || die init-failed "creating the root accounts failed"
   # clean shutdown (SIGTERM = normal shutdown for both servers)
   kill -TERM "$TMP_SERVER_PID"
   if ! wait "$TMP_SERVER_PID"; then TMP_SERVER_PID=""; die init-failed "temporary server did not shut down cleanly"; fi

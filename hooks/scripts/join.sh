@@ -9,6 +9,8 @@
 #   - it is not already replicating from it,
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
 #     it reports rebuild-needed and does nothing.
+# A replica whose receiver is stopped first applies its relay log (waiting
+# applying-relay-log while that takes longer than JOIN_APPLY_WAIT).
 # With REBUILD_MARKER set, rebuild-needed also writes that file (why, one line),
 # which probe.sh readiness then fails on, so a diverged server serves no reads;
 # joined, already-replica and is-primary remove it.
@@ -16,6 +18,8 @@
 # 2 rebuild-needed, 75 waiting/no-primary (try again later), 1 error.
 SCRIPT_NAME=join
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+JOIN_WAIT=${JOIN_WAIT:-30}              # seconds for the new replica to connect
+JOIN_APPLY_WAIT=${JOIN_APPLY_WAIT:-60}  # seconds to apply a relay log first
 
 self=${POD_NAME:-}
 is_member "$self" || fail bad-env "POD_NAME '$self' is not in PODS"
@@ -46,6 +50,18 @@ if replicating_from "$self" "$primary"; then
   consistent already-replica
 fi
 
+# A replica whose receiver is stopped (restarted, or stopped by a failover)
+# first applies what it already received: repointing it (CHANGE MASTER) would
+# delete its relay log, and those transactions may have been acknowledged to
+# clients.  Applying them first also means that transactions the primary
+# lacks are found (rebuild-needed), never silently discarded.
+sql_replica_status "$self"
+if [ "$RS_CONFIGURED" = 1 ] && [ "$RS_IO" != Yes ]; then
+  sql_stop_io_thread "$self"   # (Connecting to a source that is gone)
+  sql_drain_relay_log "$self" "$JOIN_APPLY_WAIT" ||
+    waiting applying-relay-log "$self is applying its relay log before it is repointed; not done within ${JOIN_APPLY_WAIT}s"
+fi
+
 sexec=$(sql_gtid_executed "$self"); pexec=$(sql_gtid_executed "$primary")
 if ! gtid_subset "$sexec" "$pexec" "$primary"; then
   errant=$(gtid_subtract "$sexec" "$pexec" "$primary")
@@ -59,10 +75,10 @@ if ! gtid_subset "$sexec" "$pexec" "$primary"; then
 fi
 
 sql_make_replica "$self" "$primary"
-deadline=$((SECONDS + 30))
+deadline=$((SECONDS + JOIN_WAIT))
 until replicating_from "$self" "$primary"; do
   if (( SECONDS >= deadline )); then
-    fail not-connected "$self does not replicate from $primary after 30s: ${RS_IO:-?}/${RS_SQL:-?} ${RS_ERR}"
+    fail not-connected "$self does not replicate from $primary after ${JOIN_WAIT}s: ${RS_IO:-?}/${RS_SQL:-?} ${RS_ERR}"
   fi
   sleep 0.5
 done

@@ -39,8 +39,10 @@ host=${PROBE_HOST:-127.0.0.1}
 port=${PROBE_PORT:-}
 if [ -z "$port" ]; then
   port=3306
-  for e in ${PODS:-}; do
-    if [ "${e%%=*}" = "${POD_NAME:-}" ]; then port=${e##*:}; fi
+  members=${PODS:-}
+  if [ -n "${PODS_FILE:-}" ] && [ -r "$PODS_FILE" ]; then members=$(<"$PODS_FILE"); fi
+  for e in $members ${POD_NAME:-x}=${POD_HOST:-}; do
+    if [ "${e%%=*}" = "${POD_NAME:-}" ] && [[ $e == *:* ]]; then port=${e##*:}; fi
   done
 fi
 wait_s=${PROBE_TIMEOUT:-3}
@@ -48,7 +50,13 @@ wait_s=${PROBE_TIMEOUT:-3}
 umask 077
 cnf=$(mktemp "${TMPDIR:-/tmp}/probe.XXXXXX") || { echo "probe: cannot create option file"; exit 1; }
 trap 'rm -f "$cnf"' EXIT
+# The root password: from MYSQL_ROOT_PASSWORD_FILE (pods mount it as a file;
+# mysqld's own environment holds no password), else the environment.
 pw=${MYSQL_ROOT_PASSWORD:-}
+if [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ] && [ -r "$MYSQL_ROOT_PASSWORD_FILE" ]; then
+  IFS= read -r -d '' pw < "$MYSQL_ROOT_PASSWORD_FILE" || true
+fi
+export -n MYSQL_ROOT_PASSWORD 2>/dev/null || true
 pw=${pw//\\/\\\\}; pw=${pw//\"/\\\"}
 {
   printf '[client]\nuser=root\npassword="%s"\n' "$pw"

@@ -32,6 +32,15 @@ key="from=$from binlogs=$binfrom until=$until"
 
 wait_reachable "$target" "${RESTORE_WAIT:-300}" || fail target-unreachable "$target does not answer"
 
+# With a verification key (kept outside the store): the checksums must be signed
+# by it, before anything is read from the store.
+if [ -n "${RESTORE_VERIFY_KEY_FILE:-}" ]; then
+  [ -r "$RESTORE_VERIFY_KEY_FILE" ] || fail bad-env "RESTORE_VERIFY_KEY_FILE is not readable"
+  signature_ok "$from" "$RESTORE_VERIFY_KEY_FILE" || fail bad-signature "$from is not signed by the verification key"
+  if [ -n "$until" ] && [ "$binfrom" != "$from" ]; then
+    signature_ok "$binfrom" "$RESTORE_VERIFY_KEY_FILE" || fail bad-signature "$binfrom is not signed by the verification key"
+  fi
+fi
 # verify the files against their checksums
 ( cd "$from" && sha256sum -c --quiet SHA256SUMS ) >&2 || fail corrupt "checksum mismatch in $from"
 if [ -n "$until" ] && [ "$binfrom" != "$from" ]; then

@@ -1,17 +1,25 @@
 #!/bin/bash
 # switchover.sh -- Job.  Graceful change of primary from PRIMARY to TARGET:
-#   1. PRIMARY read only (super_read_only on MySQL): from here on no client
-#      commit succeeds on it;
-#   2. capture its GTID position and wait until TARGET has executed it
-#      (on timeout PRIMARY is opened again and the Job fails: nothing changed);
+#   1. wait (SWITCHOVER_WAIT, 60 s) until TARGET has executed PRIMARY's
+#      current GTID position while PRIMARY still takes writes; if it does not
+#      catch up: catchup-timeout, PRIMARY was never made read-only;
+#   2. fence PRIMARY (common.sh `fence`: read only, super_read_only on MySQL,
+#      client connections killed): from here on no client commit succeeds on
+#      it; capture its position and wait (SWITCHOVER_FENCED_WAIT, 30 s) for
+#      the little committed since step 1; on timeout PRIMARY is opened again
+#      and the Job fails (catchup-timeout: nothing changed);
 #   3. promote TARGET (stop replication, forget source, semi-sync, writable);
-#   4. repoint every other member, the old primary included.
+#      frozenMs = how long PRIMARY refused writes before TARGET opened;
+#   4. repoint every other member, the old primary included (best effort:
+#      repointFailed; the agents finish it).  Every result line after the
+#      promotion carries "promoted".
 # At no moment are two servers writable: TARGET opens only after PRIMARY closed
 # and TARGET holds everything PRIMARY committed.
 # Idempotent: if TARGET is already the writable non-replica, only step 4 runs.
 SCRIPT_NAME=switchover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-SWITCHOVER_WAIT=${SWITCHOVER_WAIT:-60}
+SWITCHOVER_WAIT=${SWITCHOVER_WAIT:-60}               # catch-up, PRIMARY writable
+SWITCHOVER_FENCED_WAIT=${SWITCHOVER_FENCED_WAIT:-30} # the rest, PRIMARY read-only
 
 old=${PRIMARY:-} target=${TARGET:-}
 is_member "$old" || fail bad-env "PRIMARY '$old' is not in PODS"
@@ -24,9 +32,17 @@ reachable "$target" || fail target-unreachable "$target does not answer"
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
+# the other members, as they answer now (repointed after the promotion)
+members=() unreachable=()
+for p in "${POD_NAMES[@]}"; do
+  [ "$p" = "$target" ] && continue
+  if reachable "$p"; then members+=("$p"); else unreachable+=("$p"); fi
+done
+
 sql_replica_status "$target"
 if [ "$(sql_is_read_only "$target")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then
   log "$target is already the writable primary (earlier run)"
+  promoted "$target"
 else
   reachable "$old" || fail primary-unreachable "$old does not answer; use failover"
   replicating_from "$target" "$old" ||
@@ -34,44 +50,40 @@ else
   texec=$(sql_gtid_executed "$target"); oexec=$(sql_gtid_executed "$old")
   gtid_subset "$texec" "$oexec" "$old" ||
     fail target-errant "$target has transactions $old lacks: $(gtid_subtract "$texec" "$oexec" "$old")"
-  # 1. close the old primary
-  sql_set_read_only "$old" || { sql_set_writable "$old" || true; fail fence-failed "could not make $old read only"; }
-  # 2. catch up
+  # 1. catch up while PRIMARY still takes writes: no freeze for the lag
   g=$(sql_gtid_position "$old")
-  log "$old read only at [$g]; waiting for $target"
-  if ! sql_wait_executed "$target" "$g" "$SWITCHOVER_WAIT"; then
+  log "waiting for $target to reach [$g] while $old stays writable"
+  sql_wait_executed "$target" "$g" "$SWITCHOVER_WAIT" ||
+    fail catchup-timeout "$target did not reach [$g] within ${SWITCHOVER_WAIT}s; $old was never made read-only"
+  # 2. fence PRIMARY (read-only, client connections killed), then wait for
+  #    the little it committed meanwhile
+  t_fenced=$(date +%s%N)
+  if ! fence "$old"; then
+    sql_set_writable "$old" || true
+    fail fence-failed "could not make $old read-only; reopened"
+  fi
+  g=$(sql_gtid_position "$old")
+  log "$old read-only at [$g]; waiting for $target"
+  if ! sql_wait_executed "$target" "$g" "$SWITCHOVER_FENCED_WAIT"; then
     log "$target did not catch up; reopening $old"
     sql_set_writable "$old"
-    fail catchup-timeout "$target did not reach [$g] within ${SWITCHOVER_WAIT}s; $old reopened"
+    fail catchup-timeout "$target did not reach [$g] within ${SWITCHOVER_FENCED_WAIT}s after $old was made read-only; $old reopened"
   fi
   # 3. promote
-  sql_reset_replica_all "$target"
-  if [ "$semisync" = true ]; then sql_enable_semisync_source "$target"; else sql_disable_semisync_source "$target"; fi
-  sql_set_writable "$target"
-  log "$target promoted"
+  sql_promote "$target" "$semisync"
+  promoted "$target"
+  frozen_ms=$(( ($(date +%s%N) - t_fenced) / 1000000 ))
+  r_raw frozenMs "$frozen_ms"
+  log "$target promoted; writes were refused for ${frozen_ms} ms"
 fi
 
-# 4. repoint everyone else
-repointed=() rebuild=() unreachable=()
-for p in "${POD_NAMES[@]}"; do
-  [ "$p" = "$target" ] && continue
-  if ! reachable "$p"; then unreachable+=("$p"); continue; fi
-  if replicating_from "$p" "$target"; then repointed+=("$p"); continue; fi
-  # read the member first, then the primary: the primary's set only grows, and
-  # the member may receive the primary's new writes through a chain meanwhile
-  e=$(sql_gtid_executed "$p"); nexec=$(sql_gtid_executed "$target")
-  if ! gtid_subset "$e" "$nexec" "$target"; then
-    log "$p has transactions $target lacks: $(gtid_subtract "$e" "$nexec" "$target")"
-    sql_set_read_only "$p" 2>/dev/null || true
-    rebuild+=("$p"); continue
-  fi
-  sql_set_read_only "$p"
-  sql_make_replica "$p" "$target"
-  repointed+=("$p")
-done
+# 4. repoint everyone else: best effort; a member that cannot be repointed
+#    is listed in repointFailed and never fails the Job.
+repoint_all "$target" "${members[@]}"
 r_raw semiSync "$semisync"
-r_arr replicas "${repointed[@]}"
+r_arr replicas "${REPOINTED[@]}"
 r_arr unreachable "${unreachable[@]}"
-r_arr rebuildNeeded "${rebuild[@]}"
+r_arr rebuildNeeded "${REBUILD[@]}"
+r_arr repointFailed "${REPOINT_FAILED[@]}"
 r_str gtid "$(sql_gtid_position "$target")"
 finish switched 0

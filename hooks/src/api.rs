@@ -16,6 +16,9 @@ use k8s_openapi::{
     },
 };
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
+mod placement;
+
+pub use placement::{AntiAffinity, PodPlacement, ServiceExposure, ServiceType, ServicesSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +33,7 @@ use serde::{Deserialize, Serialize};
     shortname = "my",
     namespaced,
     status = "MySQLStatus",
-    validation = Rule::new("self.metadata.name.matches('^[a-z]')").message("metadata.name must start with a letter: it prefixes Service names, which are DNS-1035 labels"),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must start with a letter and hold only lowercase letters, digits and '-' (no dots): it prefixes Service names, which are DNS-1035 labels"),
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".status.primary"}"#,
     printcolumn = r#"{"name":"Ready","type":"integer","jsonPath":".status.readyReplicas"}"#,
@@ -57,7 +60,9 @@ pub struct MySQLSpec {
     pub flavor: Flavor,
 
     /// Full image reference overriding the default `mysql:<version>` /
-    /// `mariadb:<version>`.
+    /// `mariadb:<version>`: a tag or digest of the default repository, or an image of a
+    /// repository the hook's `--allowed-images` lists (else refused, and the running
+    /// or default image kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
@@ -69,10 +74,12 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 
-    /// Extra `[mysqld]` options, `name: value`. Options the hook manages for
-    /// replication safety (GTIDs, binary log, read-only, server id) are refused.
-    /// At most 64 options; the bounds keep the CEL rule within the API server's cost
-    /// budget.
+    /// Extra `[mysqld]` options, `name: value`: tuning options on the hook's
+    /// allow-list only (docs/security.md), in any spelling the server accepts (`-`
+    /// or `_`, `loose-`, `skip-`, ... prefixes). Anything else, such as the options
+    /// the hook manages for replication safety or that switch off authentication or
+    /// load code, is refused and the running configuration kept. At most 64 options;
+    /// the bounds keep the CEL rule within the API server's cost budget.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"type": "string", "maxLength": 1024}))]
     #[x_kube(validation = Rule::new("self.all(k, size(k) <= 64 && k.matches('^[a-z][a-z0-9_-]*$') && !self[k].contains('\\n'))").message("config keys are mysqld option names (lowercase letters, digits, '_' and '-', at most 64), values are single lines"))]
@@ -99,15 +106,132 @@ pub struct MySQLSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<BackupSpec>,
 
+    /// Application accounts, each with a database and a password Secret an
+    /// application can mount (see README). Unset: `app` (read-write) and `app_ro`
+    /// (read-only) on the database `app`; `[]`: none.
+    /// Names are unique (a list-map keyed by `name`), at most 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 16, "x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub users: Option<Vec<UserSpec>>,
+
+    /// Where the server pods are scheduled (node selector, tolerations, affinity,
+    /// spread, priority, pull secrets) and extra pod labels and annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodPlacement>,
+
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub services: Option<ServicesSpec>,
+
+    /// Who may connect to the servers: the NetworkPolicy `<name>` (issue 18.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
+
     /// Start the new cluster from a backup. Only read while the cluster has not yet
     /// been initialized; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("restore is immutable"))]
     pub restore: Option<RestoreSpec>,
+
+    /// Server metrics: an optional `mysqld_exporter` sidecar in every server pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring: Option<MonitoringSpec>,
+}
+
+/// Monitoring of the servers themselves (the hook's own metrics need nothing here).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MonitoringSpec {
+    /// A `mysqld_exporter` sidecar (port 9104, named `metrics`) in every server pod,
+    /// logged in over the server's socket as its own least-privilege account
+    /// `exporter`. Turning it on or off changes the pod template: the servers roll
+    /// once, in order.
+    #[serde(default)]
+    pub exporter: ExporterSpec,
+}
+
+/// The `mysqld_exporter` sidecar.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExporterSpec {
+    /// Run the sidecar (default false).
+    #[serde(default)]
+    pub enabled: bool,
+
+    /// The exporter image; default `quay.io/prometheus/mysqld-exporter:v0.20.0`. Any
+    /// `mysqld_exporter` of v0.19 or later (`--mysqld.address=unix://...`) works.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+
+    /// Resources of the sidecar; default requests 10m CPU and 32Mi, limit 128Mi.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 fn default_replicas() -> i32 {
     3
+}
+
+/// Network access to the servers. The cluster's own pods (replication, its Jobs)
+/// and the namespace's `MySQLBackup` Jobs always reach port 3306; nothing reaches
+/// any other port.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    /// Namespaces whose pods may connect to port 3306 (the applications). Unset:
+    /// the cluster's own namespace. Empty: none besides the cluster's own pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub client_namespaces: Option<Vec<String>>,
+}
+
+/// An application account.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UserSpec {
+    /// The account name (`<name>@'%'`). Not one of the hook's own accounts.
+    #[schemars(regex(pattern = r"^[a-z][a-z0-9_]{0,31}$"))]
+    #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
+    pub name: String,
+    /// The database it uses (created if missing).
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_]{1,64}$"))]
+    #[x_kube(validation = Rule::new("!(self in ['mysql', 'sys', 'information_schema', 'performance_schema', '_mysqlhook'])").message("a user's database may not be a system schema"))]
+    pub database: String,
+    /// `ReadWrite` (default: every privilege on the database) or `ReadOnly`
+    /// (SELECT and SHOW VIEW); a read-only user's Secret names the `-replicas`
+    /// Service.
+    #[serde(default)]
+    pub access: UserAccess,
+    /// A Secret of your own holding the password (it must carry the label
+    /// `mysqlhook.dev/user-credentials: "true"`). Unset: the hook generates
+    /// `<name>-user-<user>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_secret: Option<PasswordSecretRef>,
+}
+
+/// A key of a Secret of the user's own.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordSecretRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key; default `password`.
+    #[serde(default = "default_password_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_password_key() -> String {
+    "password".to_owned()
+}
+
+/// What an application account may do on its database.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UserAccess {
+    #[default]
+    ReadWrite,
+    ReadOnly,
 }
 
 /// The database server family.
@@ -280,6 +404,16 @@ pub struct RolloutStatus {
     /// When the current step began; a step that takes longer than 10 minutes stops
     /// the rollout.
     pub step_started_at: Time,
+    /// Failed switchovers of this rollout so far: each waits longer before the next
+    /// (10 s, doubling, at most 5 min), since each one froze writes for a while.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub switchover_failures: i32,
+    /// No switchover of this rollout starts before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_switchover_time: Option<Time>,
+    /// Why the last switchover of this rollout failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_switchover_error: Option<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
@@ -425,10 +559,33 @@ pub struct BackupSpec {
     #[serde(default = "default_keep")]
     #[schemars(range(min = 1, max = 1000))]
     pub keep: i32,
+
+    /// Sign every backup with this key (HMAC-SHA256 over the backup's checksums,
+    /// `SIGNATURE` next to them), kept outside the store: a restore given the same
+    /// key loads only backups it signed. The Secret must be opted in like S3
+    /// credentials (label `mysqlhook.dev/backup-credentials: "true"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 fn default_keep() -> i32 {
     7
+}
+
+/// One key of a Secret in the cluster's namespace.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key; default `signing-key`.
+    #[serde(default = "default_signing_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_signing_key() -> String {
+    "signing-key".to_owned()
 }
 
 /// A backup store: exactly one of a PersistentVolumeClaim or an S3-compatible bucket.
@@ -486,11 +643,15 @@ pub struct S3Target {
     pub region: Option<String>,
 
     /// A Secret in the cluster's namespace with keys `AWS_ACCESS_KEY_ID` and
-    /// `AWS_SECRET_ACCESS_KEY`.
+    /// `AWS_SECRET_ACCESS_KEY` (optionally `AWS_SESSION_TOKEN`), which its owner opted
+    /// in with the label `mysqlhook.dev/backup-credentials: "true"` (and optionally
+    /// the annotation `mysqlhook.dev/allowed-clusters`, comma-separated `MySQL`
+    /// names). The uploader gets only those keys.
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret: String,
 
-    /// The uploader image: `sh` plus the AWS CLI v2.
+    /// The uploader image: `sh` plus the AWS CLI v2. Another `amazon/aws-cli` tag, or
+    /// an image of a repository the hook's `--allowed-images` lists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
@@ -528,6 +689,12 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub binlogs_from: Option<String>,
+
+    /// Load only a backup signed with this key (`spec.backup.signingKey` of the
+    /// cluster that wrote it): a missing or wrong signature fails the restore before
+    /// anything is loaded. Opted in like S3 credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<SecretKeyRef>,
 }
 
 /// Progress of a backup or a restore.
@@ -602,6 +769,12 @@ pub struct RestoreStatus {
     pub restored: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The store and backup name resolved from `spec.restore` when the restore
+    /// started: the restore goes on from them if the `MySQLBackup` is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<BackupStorage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// A one-shot backup of a `MySQL` cluster in the same namespace, written to the

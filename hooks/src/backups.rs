@@ -38,12 +38,32 @@ pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
 /// The scheduled-backup CronJob, when a schedule is set and the cluster has a
 /// writable primary (a backup before that would copy nothing, or a restore in
 /// progress).
+///
+/// A schedule the CronJob controller would reject is not emitted (the API server
+/// would refuse the CronJob on every sync): the observed CronJob is kept as it is,
+/// and `SpecAccepted` names the field (see [`crate::model`]).
 #[must_use]
-pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool) -> Option<CronJob> {
+pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option<&CronJob>) -> Option<CronJob> {
     let (spec, storage) = settings(parent)?;
     let schedule = spec.schedule.as_deref()?;
     if !initialized {
         return None;
+    }
+    if crate::cron::check(schedule).is_err() {
+        return observed.map(|o| CronJob {
+            metadata: crate::build::meta(
+                o.metadata.name.as_deref().unwrap_or_default(),
+                o.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| k != "controller-uid")
+                    .collect(),
+            ),
+            spec: o.spec.clone(),
+            ..Default::default()
+        });
     }
     let name = c.names.cron_job("backup");
     let pod = BackupPod {
@@ -54,6 +74,7 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool) -> Option<CronJo
         pods: c.pods_env(),
         retention: Some(Retention { job_prefix: name.clone(), keep: spec.keep }),
         labels: pod_labels(c, SCHEDULED),
+        signing_key: spec.signing_key.as_ref(),
     };
     Some(backup::cron_job(&name, schedule, &pod))
 }
@@ -166,7 +187,11 @@ pub fn final_job_name(c: &Cluster) -> String {
 
 /// The final backup Job.
 #[must_use]
-pub fn final_job(c: &Cluster, storage: &BackupStorage) -> k8s_openapi::api::batch::v1::Job {
+pub fn final_job(
+    c: &Cluster,
+    storage: &BackupStorage,
+    signing_key: Option<&crate::api::SecretKeyRef>,
+) -> k8s_openapi::api::batch::v1::Job {
     let name = final_job_name(c);
     let labels = pod_labels(c, FINAL);
     let pod = BackupPod {
@@ -177,6 +202,7 @@ pub fn final_job(c: &Cluster, storage: &BackupStorage) -> k8s_openapi::api::batc
         pods: c.pods_env(),
         retention: None,
         labels: labels.clone(),
+        signing_key,
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

@@ -1,10 +1,14 @@
 //! The cluster's generated passwords.
 //!
-//! The core may not read entropy, so passwords are derived: HMAC-SHA256 of the
-//! parent's UID under a seed the HTTP shell injects (a file in production, random
-//! per process otherwise). The same request and seed always give the same bytes,
-//! and nobody without the seed can predict them. Once the Secret exists its values
-//! are read back and kept, so a new seed never rotates a password.
+//! The core may not read entropy itself, so passwords are derived: HMAC-SHA256 of
+//! the parent's UID under [`Context::entropy`](crate::Context::entropy), fresh
+//! randomness the HTTP shell draws for every request. The same request and
+//! entropy always give the same bytes (the golden tests pin both), and nobody can
+//! predict them: an earlier design keyed them by a per-process or file seed, which
+//! made every hook replica a password oracle for anyone who could POST a made-up
+//! sync with a victim's (public) uid. Once the Secret exists its values are read
+//! back and kept (its child resource is never updated, `OnDelete`), so a new
+//! draw never rotates a password.
 
 use std::collections::BTreeMap;
 
@@ -17,14 +21,17 @@ pub const REPLICATION_PASSWORD: &str = "replication-password";
 
 /// Keys of the credentials Secret.
 pub const KEYS: [&str; 2] = [ROOT_PASSWORD, REPLICATION_PASSWORD];
+/// The key of the exporter Secret (`<name>-exporter`), which the hook always owns,
+/// also when `spec.credentialsSecretName` names the user's own credentials.
+pub const EXPORTER_PASSWORD: &str = "password";
 
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
 /// A 32-character alphanumeric password for `purpose` in the cluster `uid`.
 #[must_use]
-pub fn derive(seed: &[u8; 32], uid: &str, purpose: &str) -> String {
+pub fn derive(entropy: &[u8; 32], uid: &str, purpose: &str) -> String {
     // HMAC accepts keys of any length, so this cannot fail.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(seed) else { unreachable!("HMAC takes keys of any length") };
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(entropy) else { unreachable!("HMAC takes keys of any length") };
     mac.update(b"mysql-hook/password/v1\0");
     mac.update(uid.as_bytes());
     mac.update(b"\0");
@@ -34,7 +41,7 @@ pub fn derive(seed: &[u8; 32], uid: &str, purpose: &str) -> String {
     digest.iter().map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()])).collect()
 }
 
-/// Folds a seed of any length (a mounted file) into the 32-byte key.
+/// Folds bytes of any length into a 32-byte key (the tests' fixed entropy).
 #[must_use]
 pub fn fold_seed(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest;
@@ -45,16 +52,41 @@ pub fn fold_seed(bytes: &[u8]) -> [u8; 32] {
 #[must_use]
 pub fn data(
     observed: Option<&BTreeMap<String, ByteString>>,
-    seed: &[u8; 32],
+    entropy: &[u8; 32],
     uid: &str,
 ) -> BTreeMap<String, ByteString> {
-    KEYS.iter()
+    keyed(&KEYS, observed, entropy, uid)
+}
+
+/// The exporter Secret's data, kept like [`data`]: its password is derived for
+/// the purpose `exporter-password`.
+#[must_use]
+pub fn exporter_data(
+    observed: Option<&BTreeMap<String, ByteString>>,
+    entropy: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    let value = observed
+        .and_then(|d| d.get(EXPORTER_PASSWORD))
+        .filter(|v| !v.0.is_empty())
+        .cloned()
+        .unwrap_or_else(|| ByteString(derive(entropy, uid, "exporter-password").into_bytes()));
+    BTreeMap::from([(EXPORTER_PASSWORD.to_owned(), value)])
+}
+
+fn keyed(
+    keys: &[&str],
+    observed: Option<&BTreeMap<String, ByteString>>,
+    entropy: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    keys.iter()
         .map(|key| {
             let value = observed
                 .and_then(|d| d.get(*key))
                 .filter(|v| !v.0.is_empty())
                 .cloned()
-                .unwrap_or_else(|| ByteString(derive(seed, uid, key).into_bytes()));
+                .unwrap_or_else(|| ByteString(derive(entropy, uid, key).into_bytes()));
             ((*key).to_owned(), value)
         })
         .collect()

@@ -2,14 +2,17 @@
 //! sync. The cluster's pods (servers and Job pods) are not children (their owners
 //! are the StatefulSet and the Jobs), yet readiness and Job results live on them.
 //!
-//! With `spec.restore.backup` it also asks for that `MySQLBackup`, whose status
-//! says where the backup is.
+//! It also asks for the servers' volume claims (see [`crate::finalize`]), with
+//! `spec.restore.backup` for that `MySQLBackup`, whose status says where the backup
+//! is, and with an S3 store (or a restore from a `MySQLBackup`) for the namespace's
+//! Secrets opted in as S3 credentials ([`crate::access`]).
 //!
 //! The answer depends on the parent's name, namespace and immutable fields only, as Metacontroller
 //! caches it per parent generation. The namespace is always given: in v2 a rule
 //! without one searches every namespace.
 
 use crate::{
+    access,
     error::{Error, Result},
     labels,
     metacontroller::{CustomizeRequest, CustomizeResponse, LabelSelector, RelatedResourceRule},
@@ -28,13 +31,24 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
         return Err(Error::InvalidRequest("parent.metadata.name and namespace are required".to_owned()));
     };
     let names = Names::new(name);
-    let mut related_resources = vec![RelatedResourceRule {
-        api_version: "v1".to_owned(),
-        resource: "pods".to_owned(),
-        namespace: Some(namespace.to_owned()),
-        label_selector: Some(LabelSelector { match_labels: labels::cluster_pods(&names) }),
-        names: Vec::new(),
-    }];
+    let mut related_resources = vec![
+        RelatedResourceRule {
+            api_version: "v1".to_owned(),
+            resource: "pods".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            label_selector: Some(LabelSelector { match_labels: labels::cluster_pods(&names) }),
+            names: Vec::new(),
+        },
+        // The servers' volume claims: finalize lets the StatefulSet go only once it
+        // owns none of them (else the garbage collector would delete retained data).
+        RelatedResourceRule {
+            api_version: "v1".to_owned(),
+            resource: "persistentvolumeclaims".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            label_selector: Some(LabelSelector { match_labels: labels::database_selector(&names) }),
+            names: Vec::new(),
+        },
+    ];
     // The MySQLBackup a new cluster is restored from (spec.restore is immutable).
     if let Some(backup) = request.parent.spec.restore.as_ref().and_then(|r| r.backup.as_ref()) {
         related_resources.push(RelatedResourceRule {
@@ -44,6 +58,20 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
             label_selector: None,
             names: vec![backup.clone()],
         });
+    }
+    // The opted-in Secrets (S3 credentials, signing keys), when a store may be S3
+    // (a restore from a MySQLBackup reads the store that backup recorded) or backups
+    // are signed.
+    let spec = &request.parent.spec;
+    let s3_backup = spec.backup.as_ref().is_some_and(|b| b.storage.s3.is_some() || b.signing_key.is_some());
+    let s3_restore =
+        spec.restore.as_ref().is_some_and(|r| r.backup.is_some() || r.storage.as_ref().is_some_and(|s| s.s3.is_some()));
+    if s3_backup || s3_restore {
+        related_resources.push(access::opted_in_secrets(namespace));
+    }
+    // Passwords of application users from Secrets of the user's own (opted in).
+    if spec.users.as_ref().is_some_and(|u| u.iter().any(|u| u.password_secret.is_some())) {
+        related_resources.push(crate::users::opted_in_secrets(namespace));
     }
     Ok(CustomizeResponse { related_resources })
 }

@@ -2,19 +2,25 @@
 //!
 //! - `Retain` and `Delete`: make sure the StatefulSet's volume claim retention
 //!   policy says what the user asked for (it may have been changed just before the
-//!   delete), then remove every child, and answer `finalized: true` only when the
+//!   delete) and that its controller has observed it; with `Retain`, also that the
+//!   StatefulSet owns none of the volume claims (claims owned under an earlier
+//!   `Delete`, or of servers scaled away then, would be garbage-collected with it:
+//!   the cluster is kept and the `Deleting` condition says how to release them).
+//!   Then remove every child, and answer `finalized: true` only when the
 //!   StatefulSet and its pods are really gone.
 //! - `Backup`: a final backup must succeed first. The hook emits the Job
 //!   `<name>-final-backup-<suffix>` next to every child and answers
 //!   `finalized: false` until it has succeeded; then it proceeds like `Retain`
 //!   (the Job stays until the end). A failed final backup keeps the cluster, and
 //!   so does a cluster without `spec.backup.storage`: data is never lost to a
-//!   backup that did not happen. `status.backup.finalBackup` records it.
+//!   backup that did not happen. `status.backup.finalBackup` records it. A
+//!   cluster that never finished bootstrapping (or restoring) gets no final
+//!   backup: it holds nothing committed, and its servers may never start.
 
 use k8s_openapi::api::batch::v1::Job;
 
 use crate::{
-    Context,
+    Context, access,
     api::{BackupPhase, BackupRecord, BackupStatus, DeletionPolicy, MySQLStatus, Phase},
     backups,
     build::statefulset,
@@ -38,7 +44,14 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     sync::validate(request)?;
     let names = Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (cluster, _) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    let memory = crate::memory::recall(&request.parent, &observed, &names);
+    let (cluster, _) = access::resolve(
+        &request.parent,
+        &observed,
+        ctx,
+        memory.primary.as_ref().map(|p| p.pod.as_str()),
+        memory.newest_version,
+    );
     let previous = request.parent.status.clone().unwrap_or_default();
     let mut conditions = Conditions::new(&previous.conditions, ctx.now);
     for c in &previous.conditions {
@@ -55,9 +68,13 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         .and_then(|p| p.when_deleted.clone())
         .or_else(|| Some("Retain".to_owned()));
 
-    let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup)
-        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref()));
-    let mut reason = deletion_reason(cluster.deletion_policy);
+    // A cluster that never finished bootstrapping (or restoring) holds nothing a
+    // client was told is committed: no final backup of it, which could only wait
+    // for servers that never start, or "succeed" on half-loaded data.
+    let never_initialized = cluster.deletion_policy == DeletionPolicy::Backup && !memory.initialized;
+    let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup && memory.initialized)
+        .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref(), ctx));
+    let mut reason = if never_initialized { "NeverInitialized" } else { deletion_reason(cluster.deletion_policy) };
     let (mut children, finalized, message) = match &final_backup {
         Some(FinalBackup::NoTarget) => {
             reason = "NoBackupTarget";
@@ -65,6 +82,17 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
                 keep_everything(request, ctx)?,
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
+            )
+        }
+        Some(FinalBackup::Refused(refusal)) => {
+            reason = "FinalBackupRefused";
+            (
+                keep_everything(request, ctx)?,
+                false,
+                format!(
+                    "the final backup cannot start: {}; the cluster is kept. Fix the store, or set deletionPolicy to Retain or Delete to proceed without it",
+                    refusal.message
+                ),
             )
         }
         Some(FinalBackup::Running(job)) => {
@@ -100,6 +128,24 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
                 want_retention.as_deref().unwrap_or("Retain")
             ),
         ),
+        _ if observed.stateful_set.is_some_and(|s| !policy_observed(s)) => (
+            keep_everything(request, ctx)?,
+            false,
+            "waiting for the StatefulSet controller to observe the volume retention policy before deleting the StatefulSet".to_owned(),
+        ),
+        _ if cluster.deletion_policy != DeletionPolicy::Delete && !owned_claims(request, &cluster).is_empty() => {
+            reason = "VolumesStillOwned";
+            let owned = owned_claims(request, &cluster);
+            (
+                keep_everything(request, ctx)?,
+                false,
+                format!(
+                    "the StatefulSet still owns the volume claims {} (an earlier deletionPolicy: Delete; claims of servers scaled away are never released by its controller), so deleting it now would delete them; the cluster is kept. To keep them: kubectl -n {} patch pvc <claim> --type=json -p '[{{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}}]'; or set deletionPolicy to Delete",
+                    owned.join(", "),
+                    cluster.namespace
+                ),
+            )
+        }
         _ => {
             let policy = cluster.deletion_policy;
             let remaining = observed.members.len() + usize::from(observed.stateful_set.is_some());
@@ -107,6 +153,9 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             let backed_up = match &final_backup {
                 Some(FinalBackup::Succeeded(_, record)) => {
                     format!("the final backup is at {}; ", record.location.as_deref().unwrap_or(&record.name))
+                }
+                _ if never_initialized => {
+                    "no final backup: the cluster never finished bootstrapping or restoring, so it holds no committed data; ".to_owned()
                 }
                 _ => String::new(),
             };
@@ -145,6 +194,33 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     Ok(FinalizeResponse { status, children, resync_after_seconds: (!finalized).then_some(RESYNC_SECONDS), finalized })
 }
 
+/// Whether the StatefulSet controller has seen the StatefulSet's current spec (its
+/// retention policy included): it acts on claims only from its observed spec.
+fn policy_observed(sts: &k8s_openapi::api::apps::v1::StatefulSet) -> bool {
+    match (sts.status.as_ref().and_then(|s| s.observed_generation), sts.metadata.generation) {
+        (Some(seen), Some(generation)) => seen >= generation,
+        (None, Some(_)) => false,
+        _ => true,
+    }
+}
+
+/// The cluster's volume claims that the StatefulSet owns: the garbage collector
+/// would delete them with it.
+fn owned_claims(request: &SyncRequest, c: &Cluster) -> Vec<String> {
+    request
+        .related
+        .claims
+        .values()
+        .filter(|pvc| {
+            pvc.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|refs| refs.iter().any(|r| r.kind == "StatefulSet" && r.name == c.names.stateful_set))
+        })
+        .filter_map(|pvc| pvc.metadata.name.clone())
+        .collect()
+}
+
 fn deletion_reason(policy: DeletionPolicy) -> &'static str {
     match policy {
         DeletionPolicy::Retain => "RetainVolumes",
@@ -165,6 +241,8 @@ fn keep_everything(request: &SyncRequest, ctx: &Context) -> Result<Vec<Child>> {
 enum FinalBackup {
     /// No `spec.backup.storage`: nowhere to write it.
     NoTarget,
+    /// A store this cluster may not use ([`access`]), and no Job started yet.
+    Refused(access::Refusal),
     Running(Box<Job>),
     Failed(Box<Job>, BackupRecord),
     /// Succeeded; the Job if it still exists.
@@ -176,16 +254,28 @@ fn final_backup(
     c: &Cluster,
     observed: &Observed<'_>,
     previous: Option<&BackupStatus>,
+    ctx: &Context,
 ) -> FinalBackup {
-    let Some((_, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
+    let Some((spec, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
     let name = backups::final_job_name(c);
-    let job = Box::new(backups::final_job(c, &storage));
+    let job = Box::new(backups::final_job(c, &storage, spec.signing_key.as_ref()));
     let Some(existing) = observed.job(&name) else {
         return match previous.and_then(|b| b.final_backup.as_ref()) {
             Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {
                 FinalBackup::Succeeded(None, r.clone())
             }
-            _ => FinalBackup::Running(job),
+            _ => {
+                let gate = access::Gate {
+                    namespace: &c.namespace,
+                    cluster: &c.names.cluster,
+                    secrets: &request.related.secrets,
+                    allowed_images: &ctx.allowed_images,
+                };
+                match gate.storage(&storage, spec.signing_key.as_ref()) {
+                    Ok(()) => FinalBackup::Running(job),
+                    Err(refusal) => FinalBackup::Refused(refusal),
+                }
+            }
         };
     };
     let pods = jobs::pods_by_job(request.related.pods.values(), |p| {

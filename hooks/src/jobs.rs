@@ -28,8 +28,11 @@ pub fn seconds(t: Timestamp) -> String {
 pub struct ScriptResult {
     #[serde(default)]
     pub result: String,
-    /// The pod a failover or switchover promoted.
+    /// The pod a failover or switchover promoted (or bootstrap chose).
     pub primary: Option<String>,
+    /// In an error result: the pod a role change had already made writable before
+    /// it failed. The hook follows a promotion whatever failed after it.
+    pub promoted: Option<String>,
     pub location: Option<String>,
     pub bytes: Option<i64>,
     pub source: Option<String>,
@@ -141,9 +144,12 @@ pub fn outcome_from_pods(pods: &[&Pod], backoff_limit: i32) -> Outcome {
     Outcome::Running
 }
 
-/// A Job that is a child: its status says whether it ended, its pods why.
+/// A Job that is a child: its status says whether it ended, its pods why. Only
+/// pods this very Job controls count ([`owned_by`]).
 #[must_use]
 pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
+    let owned: Vec<&Pod> = pods.iter().copied().filter(|p| owned_by(p, job)).collect();
+    let pods = owned.as_slice();
     match Observed::job_state(job) {
         JobState::Running => Outcome::Running,
         JobState::Succeeded => match outcome_from_pods(pods, 0) {
@@ -188,7 +194,32 @@ pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
     }
 }
 
-/// Pods by the Job that owns them, among `pods`, keeping those `keep` accepts.
+/// The Job that controls `pod`, by name and uid: the controller owner reference of
+/// kind `batch/v1` Job, which the Job controller sets on every pod it creates.
+/// Labels prove nothing: whoever may create a pod can write `job-name`, and a
+/// terminated container's message is the pod's own status.
+#[must_use]
+pub fn owner_job(pod: &Pod) -> Option<(&str, &str)> {
+    pod.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+        .map(|o| (o.name.as_str(), o.uid.as_str()))
+}
+
+/// Whether the observed Job `job` controls `pod`: same name and, when the Job's
+/// uid is known, the same uid (a Job deleted and created again under the same name
+/// is another Job).
+#[must_use]
+pub fn owned_by(pod: &Pod, job: &Job) -> bool {
+    owner_job(pod).is_some_and(|(name, uid)| {
+        job.metadata.name.as_deref() == Some(name) && job.metadata.uid.as_deref().is_none_or(|u| u == uid)
+    })
+}
+
+/// Pods by the Job that controls them ([`owner_job`]), among `pods`, keeping those
+/// `keep` accepts.
 #[must_use]
 pub fn pods_by_job<'a>(
     pods: impl Iterator<Item = &'a Pod>,
@@ -196,11 +227,7 @@ pub fn pods_by_job<'a>(
 ) -> BTreeMap<&'a str, Vec<&'a Pod>> {
     let mut out: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
     for pod in pods.filter(|p| keep(p)) {
-        let labels = pod.metadata.labels.as_ref();
-        let job = labels
-            .and_then(|l| l.get("batch.kubernetes.io/job-name").or_else(|| l.get("job-name")))
-            .map(String::as_str);
-        if let Some(job) = job {
+        if let Some((job, _)) = owner_job(pod) {
             out.entry(job).or_default().push(pod);
         }
     }
@@ -222,16 +249,19 @@ pub fn has_label(pod: &Pod, key: &str, value: &str) -> bool {
 #[must_use]
 pub fn keep(job: &Job) -> Job {
     Job {
-        metadata: crate::build::meta(
-            job.metadata.name.as_deref().unwrap_or_default(),
-            job.metadata
-                .labels
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(k, _)| k != "controller-uid")
-                .collect(),
-        ),
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: job.metadata.annotations.clone().filter(|a| !a.is_empty()),
+            ..crate::build::meta(
+                job.metadata.name.as_deref().unwrap_or_default(),
+                job.metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| k != "controller-uid")
+                    .collect(),
+            )
+        },
         spec: job.spec.clone(),
         ..Default::default()
     }

@@ -9,29 +9,36 @@
 //!
 //! A newcomer's map:
 //! - [`api`]: the `MySQL` CRD types (the CRD is generated from them);
+//! - [`access`]: which S3 credentials Secrets and images a `MySQL` may use;
 //! - [`metacontroller`]: the hook protocol's request and response shapes;
 //! - [`observed`]: what came in, as pods by ordinal and Jobs;
 //! - [`model`]: the validated, effective cluster (where bad specs are caught);
 //! - [`build`]: one builder per child kind;
+//! - [`memory`]: what the hook must remember, rebuilt from status, the config
+//!   ConfigMap and the Jobs, so a lost or stale status is harmless;
 //! - [`bootstrap`]: making the first primary writable;
 //! - [`roles`]: failover and switchover, the only place the primary moves;
 //! - [`rollout`], [`version`]: ordered upgrades through the StatefulSet partition;
 //! - [`sync`], [`finalize`], [`customize`]: the three hooks of `MySQL`;
 //! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
 //!   and reading what backup and restore Jobs report;
-//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks.
+//! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks;
+//! - [`users`]: application accounts and their password Secrets.
 
+pub mod access;
 pub mod api;
 pub mod backups;
 pub mod bootstrap;
 pub mod build;
 pub mod conditions;
 pub mod credentials;
+pub mod cron;
 pub mod customize;
 pub mod error;
 pub mod finalize;
 pub mod jobs;
 pub mod labels;
+pub mod memory;
 pub mod metacontroller;
 pub mod model;
 pub mod mycnf;
@@ -44,6 +51,7 @@ pub mod roles;
 pub mod rollout;
 pub mod scripts;
 pub mod sync;
+pub mod users;
 pub mod version;
 
 pub use customize::customize;
@@ -57,10 +65,19 @@ pub use sync::sync;
 pub struct Context {
     /// The current time: grace periods and condition transition times.
     pub now: Timestamp,
-    /// Key for deriving generated passwords (see [`credentials`]).
-    pub secret_seed: [u8; 32],
+    /// Fresh randomness for this request, drawn by the caller: the key any password
+    /// the hook must generate is derived from (see [`credentials`]). Passwords
+    /// therefore cannot be reproduced from anything public (the parent's uid is in
+    /// every child's owner reference); the credentials Secret is created once and
+    /// read back from then on, so later draws never change a password.
+    pub entropy: [u8; 32],
     /// The hook's own image, which every server and Job pod installs the scripts
     /// from (see [`scripts`]). The scripts thus always match the hook that reads
     /// their results, and do not travel through every sync in a ConfigMap.
     pub scripts_image: String,
+    /// Image repositories the installer allows in `spec.image` and in an S3 store's
+    /// `image` (`--allowed-images`): an override whose repository (the reference
+    /// without `:tag` and `@digest`) is not listed, and is not the repository of the
+    /// default it replaces, is refused (see [`access`]). Empty: no overrides.
+    pub allowed_images: Vec<String>,
 }

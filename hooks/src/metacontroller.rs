@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     batch::v1::{CronJob, Job},
-    core::v1::{ConfigMap, Pod, Secret, Service},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
     discovery::v1::EndpointSlice,
+    networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
 };
 use serde::{Deserialize, Serialize, de::IgnoredAny};
@@ -63,6 +64,8 @@ pub struct Children {
     pub jobs: ByKey<Job>,
     #[serde(rename = "CronJob.batch/v1", default)]
     pub cron_jobs: ByKey<CronJob>,
+    #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default)]
+    pub network_policies: ByKey<NetworkPolicy>,
 }
 
 /// Related objects requested by [`crate::customize`].
@@ -73,6 +76,14 @@ pub struct Related {
     /// The `MySQLBackup` named by `spec.restore.backup`, if any.
     #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
     pub mysql_backups: ByKey<MySQLBackup>,
+    /// The servers' volume claims (the StatefulSet's controller labels them with
+    /// its selector): finalize checks which of them the StatefulSet still owns.
+    #[serde(rename = "PersistentVolumeClaim.v1", default)]
+    pub claims: ByKey<PersistentVolumeClaim>,
+    /// The namespace's Secrets opted in as S3 backup credentials
+    /// ([`crate::access`]), when the cluster uses an S3 store.
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).
@@ -106,6 +117,9 @@ pub struct BackupRelated {
     pub mysqls: ByKey<MySQL>,
     #[serde(rename = "Pod.v1", default)]
     pub pods: ByKey<Pod>,
+    /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
+    #[serde(rename = "Secret.v1", default)]
+    pub secrets: ByKey<Secret>,
 }
 
 /// The body of a customize call of the `MySQLBackup` controller.
@@ -150,6 +164,7 @@ pub enum Child {
     EndpointSlice(Box<EndpointSlice>),
     Job(Box<Job>),
     CronJob(Box<CronJob>),
+    NetworkPolicy(Box<NetworkPolicy>),
 }
 
 impl Child {
@@ -164,6 +179,7 @@ impl Child {
             Self::CronJob(o) => ("CronJob", name(&o.metadata)),
             Self::EndpointSlice(o) => ("EndpointSlice", name(&o.metadata)),
             Self::Job(o) => ("Job", name(&o.metadata)),
+            Self::NetworkPolicy(o) => ("NetworkPolicy", name(&o.metadata)),
             Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
             Self::Secret(o) => ("Secret", name(&o.metadata)),
             Self::Service(o) => ("Service", name(&o.metadata)),

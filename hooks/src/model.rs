@@ -58,21 +58,49 @@ pub struct Cluster {
     /// The hook's own image: every pod installs the scripts from it (see
     /// [`crate::build::pod::install_scripts`]).
     pub scripts_image: String,
+    /// Where the pods run, with extra pod labels that would change the hook's own
+    /// already removed (see [`crate::api::PodPlacement`]).
+    pub placement: crate::api::PodPlacement,
+    /// Type and annotations of the `-primary` and `-replicas` Services.
+    pub services: crate::api::ServicesSpec,
+    /// The `mysqld_exporter` sidecar, when `spec.monitoring.exporter.enabled`.
+    pub exporter: Option<Exporter>,
 }
+
+/// The `mysqld_exporter` sidecar of every server pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exporter {
+    pub image: String,
+    /// Canonical quantities.
+    pub resources: ResourceRequirements,
+}
+
+/// The exporter image when `spec.monitoring.exporter.image` is unset: upstream's,
+/// v0.19 or later for `--mysqld.address=unix://...`.
+pub const DEFAULT_EXPORTER_IMAGE: &str = "quay.io/prometheus/mysqld-exporter:v0.20.0";
 
 /// The data volume claim template's name, fixed: changing it would orphan every
 /// volume.
 pub const DATA_VOLUME: &str = "data";
 /// The mysqld container's name in the pod template.
 pub const MYSQLD: &str = "mysqld";
+/// The `mysqld_exporter` sidecar's name in the pod template.
+pub const EXPORTER: &str = "exporter";
 /// The file in the config ConfigMap that holds the option file.
 pub const MY_CNF: &str = "my.cnf";
 
 impl Cluster {
     /// Resolves the effective cluster from the parent and what is observed;
-    /// `scripts_image` is the hook's own image ([`crate::Context::scripts_image`]).
+    /// `scripts_image` is the hook's own image ([`crate::Context::scripts_image`]),
+    /// `primary` the primary as remembered ([`crate::memory`]; ordinal 0 when none is).
     #[must_use]
-    pub fn resolve(parent: &MySQL, observed: &Observed<'_>, scripts_image: &str) -> (Self, Vec<Problem>) {
+    pub fn resolve(
+        parent: &MySQL,
+        observed: &Observed<'_>,
+        scripts_image: &str,
+        primary: Option<&str>,
+        newest_version: Option<Version>,
+    ) -> (Self, Vec<Problem>) {
         let spec = &parent.spec;
         let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
         let mut problems = Vec::new();
@@ -106,7 +134,7 @@ impl Cluster {
         };
 
         // Resources: canonical quantities, or the running ones.
-        let resources = match spec.resources.as_ref().map(canonical_resources).transpose() {
+        let resources = match spec.resources.as_ref().map(checked_resources).transpose() {
             Ok(r) => r,
             Err(e) => {
                 problems.push(Problem { reason: "InvalidResources", message: format!("spec.resources: {e}") });
@@ -115,9 +143,16 @@ impl Cluster {
         };
 
         // Config: refused keys keep the running option file.
-        let refused = mycnf::refused_keys(&spec.config);
+        let refused = mycnf::refused_keys(spec.flavor, &spec.config);
         let malformed = mycnf::malformed_entries(&spec.config);
-        let running_cnf = observed.config_map_value(&names.config, MY_CNF);
+        // The option file the running template names (or, from before option files
+        // were content-addressed, the one in the config ConfigMap).
+        let running_cnf = running_pod_spec
+            .and_then(|p| p.volumes.as_ref())
+            .and_then(|v| v.iter().find(|v| v.name == crate::build::pod::OPTION_FILE_VOLUME))
+            .and_then(|v| v.config_map.as_ref())
+            .and_then(|cm| observed.config_map_value(&cm.name, MY_CNF))
+            .or_else(|| observed.config_map_value(&names.config, MY_CNF));
         let my_cnf = if refused.is_empty() && malformed.is_empty() {
             mycnf::render(spec.flavor, &spec.config)
         } else {
@@ -125,7 +160,7 @@ impl Cluster {
                 problems.push(Problem {
                     reason: "ConfigRefused",
                     message: format!(
-                        "spec.config sets options the hook manages for replication safety: {}; the running configuration is kept",
+                        "spec.config sets options that are not on the allow-list of tuning options (docs/security.md): {}; the running configuration is kept",
                         refused.join(", ")
                     ),
                 });
@@ -143,12 +178,7 @@ impl Cluster {
         };
 
         // Replicas: never scale the primary away.
-        let primary = parent
-            .status
-            .as_ref()
-            .and_then(|s| s.primary.clone())
-            .filter(|p| names.ordinal(p).is_some())
-            .unwrap_or_else(|| names.pod(0));
+        let primary = primary.filter(|p| names.ordinal(p).is_some()).map_or_else(|| names.pod(0), str::to_owned);
         let primary_ordinal = names.ordinal(&primary).unwrap_or(0);
         let replicas = if spec.replicas <= primary_ordinal {
             let keep = running.and_then(|s| s.replicas).unwrap_or(primary_ordinal + 1).max(primary_ordinal + 1);
@@ -167,11 +197,9 @@ impl Cluster {
         // Version: refused changes keep the running image.
         let wanted_image = spec.image.clone().unwrap_or_else(|| format!("{}:{}", spec.flavor.as_str(), spec.version));
         let running_image = running_mysqld.and_then(|c| c.image.clone());
-        let running_version = parent
-            .status
-            .as_ref()
-            .and_then(|s| s.version.as_deref())
-            .and_then(Version::parse)
+        // The newest version any server has run (its data may be upgraded to it).
+        let running_version = newest_version
+            .or_else(|| parent.status.as_ref().and_then(|s| s.version.as_deref()).and_then(Version::parse))
             .or_else(|| running_image.as_deref().and_then(Version::of_image));
         let (image, version) = match (running_version, Version::parse(&spec.version)) {
             (Some(from), Some(to)) => match version::check(spec.flavor, from, to) {
@@ -184,11 +212,48 @@ impl Cluster {
                             spec.version
                         ),
                     });
-                    (running_image.unwrap_or(wanted_image), from.to_string())
+                    let running_declared = running
+                        .and_then(|s| s.template.metadata.as_ref())
+                        .and_then(|m| m.annotations.as_ref())
+                        .and_then(|a| a.get(crate::build::statefulset::VERSION))
+                        .cloned();
+                    (running_image.unwrap_or(wanted_image), running_declared.unwrap_or_else(|| from.to_string()))
                 }
             },
             _ => (wanted_image, spec.version.clone()),
         };
+        if let Some(schedule) = spec.backup.as_ref().and_then(|b| b.schedule.as_deref())
+            && let Err(why) = crate::cron::check(schedule)
+        {
+            problems.push(Problem {
+                reason: "InvalidSchedule",
+                message: format!(
+                    "spec.backup.schedule {schedule:?}: {why}; the backup CronJob keeps its current schedule"
+                ),
+            });
+        }
+        let mut placement = spec.pod.clone().unwrap_or_default();
+        let ours = crate::labels::common(&names, crate::labels::DATABASE);
+        let clashing: Vec<String> = placement
+            .labels
+            .keys()
+            .filter(|k| {
+                ours.contains_key(*k) || k.starts_with("statefulset.kubernetes.io/") || *k == "controller-revision-hash"
+            })
+            .cloned()
+            .chain(placement.annotations.keys().filter(|k| k.starts_with("mysqlhook.dev/")).cloned())
+            .collect();
+        if !clashing.is_empty() {
+            placement.labels.retain(|k, _| !clashing.contains(k));
+            placement.annotations.retain(|k, _| !clashing.contains(k));
+            problems.push(Problem {
+                reason: "PodLabelsIgnored",
+                message: format!(
+                    "spec.pod labels or annotations the hook sets itself are ignored: {}",
+                    clashing.join(", ")
+                ),
+            });
+        }
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -210,6 +275,9 @@ impl Cluster {
             primary,
             names,
             scripts_image: scripts_image.to_owned(),
+            placement,
+            services: spec.services.clone().unwrap_or_default(),
+            exporter: exporter(spec.monitoring.as_ref(), running_pod_spec, &mut problems),
         };
         (cluster, problems)
     }
@@ -241,6 +309,59 @@ fn volume_spec(
         volume_mode: Some("Filesystem".to_owned()),
         ..Default::default()
     })
+}
+
+/// Canonical resources, or why the API server would reject the StatefulSet that
+/// carries them (which would also block scaling and every rollout step).
+/// The exporter sidecar asked for, with canonical resources. Resources that cannot
+/// be honoured keep the running sidecar's (or, without one, the defaults) and are
+/// reported.
+fn exporter(
+    monitoring: Option<&crate::api::MonitoringSpec>,
+    running: Option<&k8s_openapi::api::core::v1::PodSpec>,
+    problems: &mut Vec<Problem>,
+) -> Option<Exporter> {
+    let spec = &monitoring.filter(|m| m.exporter.enabled)?.exporter;
+    let default = || crate::build::pod::small_resources("10m", "32Mi", "128Mi");
+    let resources = match spec.resources.as_ref().map(checked_resources).transpose() {
+        Ok(r) => r.unwrap_or_else(default),
+        Err(e) => {
+            problems.push(Problem {
+                reason: "InvalidExporterResources",
+                message: format!("spec.monitoring.exporter.resources: {e}; the running sidecar's are kept"),
+            });
+            running
+                .and_then(|p| p.containers.iter().find(|c| c.name == EXPORTER))
+                .and_then(|c| c.resources.clone())
+                .unwrap_or_else(default)
+        }
+    };
+    Some(Exporter { image: spec.image.clone().unwrap_or_else(|| DEFAULT_EXPORTER_IMAGE.to_owned()), resources })
+}
+
+fn checked_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, String> {
+    let canonical = canonical_resources(r).map_err(|e| e.to_string())?;
+    if canonical.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err("claims (dynamic resource allocation) are not supported for the servers".to_owned());
+    }
+    let value = |q: &Quantity| quantity::nanos(q).map_err(|e| e.to_string());
+    for (kind, map) in [("requests", &canonical.requests), ("limits", &canonical.limits)] {
+        for (name, q) in map.iter().flatten() {
+            if value(q)? < 0 {
+                return Err(format!("{kind}.{name} is negative ({})", q.0));
+            }
+        }
+    }
+    if let (Some(requests), Some(limits)) = (&canonical.requests, &canonical.limits) {
+        for (name, request) in requests {
+            if let Some(limit) = limits.get(name)
+                && value(request)? > value(limit)?
+            {
+                return Err(format!("requests.{name} ({}) is above limits.{name} ({})", request.0, limit.0));
+            }
+        }
+    }
+    Ok(canonical)
 }
 
 fn canonical_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, quantity::InvalidQuantity> {

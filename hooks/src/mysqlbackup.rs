@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
-    Context,
+    Context, access,
     api::{BackupPhase, MySQLBackup, MySQLBackupStatus},
     backups,
     build::{
@@ -72,7 +72,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         };
         return Ok(answer(status, kept));
     };
-    let Some((_, storage)) = backups::settings(mysql) else {
+    let Some((backup_spec, storage)) = backups::settings(mysql) else {
         let status = if terminal {
             previous
         } else if observed_job.is_some() {
@@ -117,7 +117,20 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     };
     let cluster_names = Names::new(cluster_name);
     let observed = Observed::new(&view, &cluster_names);
-    let (cluster, _) = Cluster::resolve(mysql, &observed, &ctx.scripts_image);
+    let (cluster, _) =
+        access::resolve(mysql, &observed, ctx, mysql.status.as_ref().and_then(|s| s.primary.as_deref()), None);
+    let gate = access::Gate {
+        namespace,
+        cluster: cluster_name,
+        secrets: &request.related.secrets,
+        allowed_images: &ctx.allowed_images,
+    };
+    if observed_job.is_none() && !terminal {
+        // A Job that runs already keeps going; a new one needs a store it may use.
+        if let Err(refusal) = gate.storage(&storage, backup_spec.signing_key.as_ref()) {
+            return Ok(answer(pending(previous, refusal.message), None));
+        }
+    }
     let (pods_env, source) = pods_replicas_first(&cluster, &observed);
 
     let mut pod_labels = BTreeMap::from([
@@ -135,6 +148,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         pods: pods_env,
         retention: None,
         labels: pod_labels.clone(),
+        signing_key: backup_spec.signing_key.as_ref(),
     };
     let job =
         Job { metadata: meta(&job_name, pod_labels), spec: Some(backup::backup_job_spec(&pod)), ..Default::default() };
@@ -230,8 +244,9 @@ fn pods_replicas_first(c: &Cluster, observed: &Observed<'_>) -> (String, String)
     (pods, source)
 }
 
-/// Answers a `MySQLBackup` customize call: the cluster, its server pods, and
-/// this backup's Job pods, all in the backup's namespace.
+/// Answers a `MySQLBackup` customize call: the cluster, its server pods, this
+/// backup's Job pods and the Secrets opted in as S3 credentials, all in the
+/// backup's namespace.
 ///
 /// # Errors
 /// [`Error::InvalidRequest`] when the parent has no name or namespace.
@@ -264,6 +279,8 @@ pub fn customize(request: &BackupCustomizeRequest) -> Result<CustomizeResponse> 
                 (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
                 (BACKUP_LABEL.to_owned(), Names::new(name).label),
             ])),
+            // The cluster's store may be S3: the opted-in credentials Secrets.
+            access::opted_in_secrets(namespace),
         ],
     })
 }

@@ -26,6 +26,8 @@ pub struct Names {
     pub replicas: String,
     pub config: String,
     pub credentials: String,
+    /// The Secret with the `mysqld_exporter` account's password.
+    pub exporter: String,
     pub disruption_budget: String,
     /// The cluster name as a label value (at most 63 characters).
     pub label: String,
@@ -42,6 +44,7 @@ impl Names {
             replicas: fit(cluster, "-replicas", LABEL_MAX),
             config: fit(cluster, "-config", SUBDOMAIN_MAX),
             credentials: fit(cluster, "-credentials", SUBDOMAIN_MAX),
+            exporter: fit(cluster, "-exporter", SUBDOMAIN_MAX),
             disruption_budget: fit(cluster, "", SUBDOMAIN_MAX),
             label: fit(cluster, "", LABEL_MAX),
         }
@@ -67,6 +70,21 @@ impl Names {
     #[must_use]
     pub fn job(&self, purpose: &str, suffix: &str) -> String {
         fit(&self.cluster, &format!("-{purpose}-{suffix}"), LABEL_MAX)
+    }
+
+    /// The ConfigMap of one option file, `<cluster>-config-<hash of its content>`:
+    /// each pod template names its own, so a server only ever starts with the
+    /// configuration of its own revision.
+    #[must_use]
+    pub fn option_file(&self, hash: &str) -> String {
+        fit(&self.cluster, &format!("-config-{hash}"), SUBDOMAIN_MAX)
+    }
+
+    /// The generated password Secret of an application user, `<cluster>-user-<user>`
+    /// (`_` in the user's name becomes `-`: Secret names are DNS subdomains).
+    #[must_use]
+    pub fn user_secret(&self, user: &str) -> String {
+        fit(&self.cluster, &format!("-user-{}", user.replace('_', "-")), SUBDOMAIN_MAX)
     }
 
     /// A CronJob name `<cluster>-<purpose>`: at most 52 characters, so that the

@@ -8,7 +8,7 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 
-use crate::{labels, metacontroller::SyncRequest, names::Names};
+use crate::{jobs, labels, metacontroller::SyncRequest, names::Names};
 
 /// One server pod as the hook sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +22,9 @@ pub struct Member<'a> {
     pub ip: Option<&'a str>,
     /// Being deleted.
     pub terminating: bool,
+    /// The server container runs (whether or not it is Ready): a failover Job can
+    /// reach it, fence it, and, when it is the most advanced, make it writable again.
+    pub mysqld_running: bool,
     pub pod: &'a Pod,
 }
 
@@ -54,7 +57,8 @@ impl<'a> Observed<'a> {
             let label = |k: &str| pod_labels.and_then(|l| l.get(k)).map(String::as_str);
             let name = pod.metadata.name.as_deref().unwrap_or_default();
             if label(labels::COMPONENT) == Some(labels::JOB) {
-                if let Some(job) = label("batch.kubernetes.io/job-name").or_else(|| label("job-name")) {
+                // By the Job that controls the pod, never by its labels.
+                if let Some((job, _)) = jobs::owner_job(pod) {
                     job_pods.entry(job).or_default().push(pod);
                 }
                 continue;
@@ -75,11 +79,23 @@ impl<'a> Observed<'a> {
                     ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
                     ip: pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
                     terminating: pod.metadata.deletion_timestamp.is_some(),
+                    mysqld_running: pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .and_then(|c| c.iter().find(|c| c.name == crate::model::MYSQLD))
+                        .and_then(|c| c.state.as_ref())
+                        .is_some_and(|s| s.running.is_some()),
                     pod,
                 },
             );
         }
-        for pods in job_pods.values_mut() {
+        // A Job that is a child is known by its uid too: pods of an earlier Job of
+        // the same name, or claiming it falsely, do not count.
+        for (job, pods) in &mut job_pods {
+            if let Some(observed) = request.children.jobs.values().find(|j| j.metadata.name.as_deref() == Some(*job)) {
+                pods.retain(|p| jobs::owned_by(p, observed));
+            }
             pods.sort_by_key(|p| p.metadata.name.as_deref());
         }
         let stateful_set = request
@@ -120,6 +136,11 @@ impl<'a> Observed<'a> {
         self.request.children.jobs.values().find(|j| j.metadata.name.as_deref() == Some(name))
     }
 
+    /// Every observed ConfigMap child.
+    pub fn config_maps(&self) -> impl Iterator<Item = &'a k8s_openapi::api::core::v1::ConfigMap> + use<'a> {
+        self.request.children.config_maps.values()
+    }
+
     /// A key of an observed ConfigMap child.
     #[must_use]
     pub fn config_map_value(&self, config_map: &str, key: &str) -> Option<&'a str> {
@@ -132,6 +153,27 @@ impl<'a> Observed<'a> {
             .as_ref()?
             .get(key)
             .map(String::as_str)
+    }
+
+    /// An annotation of an observed ConfigMap child.
+    #[must_use]
+    pub fn config_map_annotation(&self, config_map: &str, key: &str) -> Option<&'a str> {
+        self.request
+            .children
+            .config_maps
+            .values()
+            .find(|c| c.metadata.name.as_deref() == Some(config_map))?
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
+    }
+
+    /// An observed Secret child.
+    #[must_use]
+    pub fn secret(&self, secret: &str) -> Option<&'a k8s_openapi::api::core::v1::Secret> {
+        self.request.children.secrets.values().find(|s| s.metadata.name.as_deref() == Some(secret))
     }
 
     /// An observed Secret child's data.

@@ -23,6 +23,52 @@ pub fn canonical(q: &Quantity) -> Result<Quantity, InvalidQuantity> {
     canonical_str(&q.0).map(Quantity)
 }
 
+/// The value of `q` in billionths (the API server's finest unit, `1n`), to
+/// compare two quantities.
+///
+/// # Errors
+/// When `q` is not a quantity or its value does not fit.
+pub fn nanos(q: &Quantity) -> Result<i128, InvalidQuantity> {
+    let s = &q.0;
+    let bad = || InvalidQuantity(s.clone());
+    let canonical = canonical_str(s)?;
+    let (negative, rest) = match canonical.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, canonical.as_str()),
+    };
+    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let (digits, suffix) = rest.split_at(end);
+    let mantissa: i128 = digits.parse().map_err(|_| bad())?;
+    let (exp10, binary_power): (u32, u32) = match suffix {
+        "" => (9, 0),
+        "n" => (0, 0),
+        "u" => (3, 0),
+        "m" => (6, 0),
+        "k" => (12, 0),
+        "M" => (15, 0),
+        "G" => (18, 0),
+        "T" => (21, 0),
+        "P" => (24, 0),
+        "E" => (27, 0),
+        "Ki" => (9, 1),
+        "Mi" => (9, 2),
+        "Gi" => (9, 3),
+        "Ti" => (9, 4),
+        "Pi" => (9, 5),
+        "Ei" => (9, 6),
+        e if e.starts_with('e') => {
+            let exp: u32 = e[1..].parse().map_err(|_| bad())?;
+            (exp + 9, 0)
+        }
+        _ => return Err(bad()),
+    };
+    let v = mantissa
+        .checked_mul(10_i128.checked_pow(exp10).ok_or_else(bad)?)
+        .and_then(|v| v.checked_mul(1024_i128.checked_pow(binary_power)?))
+        .ok_or_else(bad)?;
+    Ok(if negative { -v } else { v })
+}
+
 enum Format {
     DecimalSi,
     BinarySi,
@@ -153,6 +199,17 @@ fn binary(mut v: i128) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_compare_across_suffixes() {
+        let n = |s: &str| nanos(&Quantity(s.to_owned())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(n("1"), 1_000_000_000);
+        assert_eq!(n("500m"), n("0.5"));
+        assert_eq!(n("1Gi"), n("1024Mi"));
+        assert!(n("1G") < n("1Gi"));
+        assert_eq!(n("-1"), -1_000_000_000);
+        assert_eq!(n("2e3"), n("2k"));
+    }
 
     #[test]
     fn matches_the_api_servers_canonical_forms() {

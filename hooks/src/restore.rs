@@ -9,16 +9,21 @@
 //! simply continue from the primary. Bootstrap waits until every restore Job has
 //! succeeded; a failed one stops the cluster there (delete the Job to retry).
 //! Once the cluster is initialized `spec.restore` is never read again.
+//!
+//! The store and backup name are resolved once and recorded in `status.restore`:
+//! a `MySQLBackup` deleted in the middle of a restore does not stop it. Restore
+//! Jobs already observed are never dropped while the restore waits for anything,
+//! so a running restore is never deleted under a server.
 
 use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
+    access,
     api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus},
     build::{
         backup::{self, RestorePod},
         meta,
     },
-    conditions,
     jobs::{self, Outcome},
     labels,
     model::Cluster,
@@ -60,6 +65,7 @@ impl Restore {
                 point_in_time: until.map(str::to_owned),
                 restored: 0,
                 message: Some(message.clone()),
+                ..RestoreStatus::default()
             }),
             condition: Some((false, reason.to_owned(), message)),
             blocks_bootstrap: true,
@@ -73,21 +79,29 @@ struct Source {
     name: String,
 }
 
+/// What decides the restore step.
+pub struct Facts<'a> {
+    pub parent: &'a MySQL,
+    pub cluster: &'a Cluster,
+    pub observed: &'a Observed<'a>,
+    /// The related `MySQLBackup`s.
+    pub backups: &'a [&'a MySQLBackup],
+    /// The related pods (Job pods among them).
+    pub pods: &'a [&'a Pod],
+    pub previous: &'a crate::api::MySQLStatus,
+    /// Bootstrap has happened ([`crate::memory`]): restoring is over for good.
+    pub initialized: bool,
+    /// The stores and images this cluster may use.
+    pub gate: &'a access::Gate<'a>,
+}
+
 /// Decides the restore step.
 #[must_use]
-pub fn plan(
-    parent: &MySQL,
-    c: &Cluster,
-    observed: &Observed<'_>,
-    backups: &[&MySQLBackup],
-    pods: &[&Pod],
-    previous: &crate::api::MySQLStatus,
-) -> Restore {
+pub fn plan(f: &Facts<'_>) -> Restore {
+    let Facts { parent, cluster: c, observed, backups, pods, previous, initialized, gate } = *f;
     let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
-    if conditions::is_true(&previous.conditions, crate::bootstrap::INITIALIZED)
-        || observed.job(&bootstrap_job).is_some()
-    {
+    if initialized || observed.job(&bootstrap_job).is_some() {
         // Done before (or the cluster was bootstrapped without it): remembered only.
         let condition = previous
             .conditions
@@ -97,29 +111,50 @@ pub fn plan(
         return Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false };
     }
     let until = spec.point_in_time.as_deref();
+    // Restore Jobs already created: whatever the restore waits for, never deleted.
+    let keep_running = |mut r: Restore| {
+        r.jobs = observed
+            .jobs()
+            .filter(|j| {
+                j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == PURPOSE)
+            })
+            .map(jobs::keep)
+            .collect();
+        r
+    };
+    let remembered = previous.restore.as_ref().and_then(|r| r.storage.clone().zip(r.name.clone()));
 
     let source = if let Some(name) = &spec.backup {
-        let Some(b) = backups.iter().find(|b| b.metadata.name.as_deref() == Some(name.as_str())) else {
-            return Restore::waiting(
-                BackupPhase::Pending,
-                None,
-                until,
-                "BackupNotFound",
-                format!("waiting for MySQLBackup {name} in this namespace"),
-            );
+        let found = backups.iter().find(|b| b.metadata.name.as_deref() == Some(name.as_str()));
+        if found.is_none() && remembered.is_none() {
+            let created = observed.jobs().any(|j| {
+                j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == PURPOSE)
+            });
+            let message = if created {
+                format!(
+                    "MySQLBackup {name} was deleted during the restore and its location was not recorded; the restore Jobs are kept. Recreate a MySQLBackup {name} that names the same backup, or delete this MySQL and create it again with spec.restore.storage and spec.restore.name"
+                )
+            } else {
+                format!("waiting for MySQLBackup {name} in this namespace")
+            };
+            return keep_running(Restore::waiting(BackupPhase::Pending, None, until, "BackupNotFound", message));
+        }
+        let Some(b) = found else {
+            let (storage, name) = remembered.unwrap_or_default();
+            return plan_from(parent, c, observed, pods, Source { storage, name }, until, gate);
         };
         let st = b.status.clone().unwrap_or_default();
         if st.phase != Some(BackupPhase::Succeeded) {
-            return Restore::waiting(
+            return keep_running(Restore::waiting(
                 BackupPhase::Pending,
                 st.location,
                 until,
                 "BackupNotReady",
                 format!("MySQLBackup {name} has not succeeded (phase {:?})", st.phase.unwrap_or(BackupPhase::Pending)),
-            );
+            ));
         }
         if st.flavor.is_some_and(|f| f != c.flavor) {
-            return Restore::waiting(
+            return keep_running(Restore::waiting(
                 BackupPhase::Failed,
                 st.location,
                 until,
@@ -129,34 +164,58 @@ pub fn plan(
                     st.flavor.map_or("", |f| f.as_str()),
                     c.flavor.as_str()
                 ),
-            );
+            ));
         }
         match (st.storage, st.name) {
             (Some(storage), Some(name)) => Source { storage, name },
             _ => {
-                return Restore::waiting(
+                return keep_running(Restore::waiting(
                     BackupPhase::Failed,
                     st.location,
                     until,
                     "BackupIncomplete",
                     format!("MySQLBackup {name} records no storage and name"),
-                );
+                ));
             }
         }
     } else {
         let (Some(storage), Some(name)) = (spec.storage.as_ref(), spec.name.as_ref()) else {
-            return Restore::waiting(
+            return keep_running(Restore::waiting(
                 BackupPhase::Failed,
                 None,
                 until,
                 "InvalidRestore",
                 "spec.restore needs backup, or storage and name".to_owned(),
-            );
+            ));
         };
         Source { storage: backup::resolve(storage, &c.names.cluster), name: name.clone() }
     };
+    plan_from(parent, c, observed, pods, source, until, gate)
+}
+
+/// The restore Jobs from a resolved source, and where they stand.
+fn plan_from(
+    parent: &MySQL,
+    c: &Cluster,
+    observed: &Observed<'_>,
+    pods: &[&Pod],
+    source: Source,
+    until: Option<&str>,
+    gate: &access::Gate<'_>,
+) -> Restore {
+    let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let location = backup::location(&source.storage, &source.name);
     let restore_until = until.map(|t| t.trim_end_matches('Z').replacen('T', " ", 1));
+    // Restore Jobs read the store with its credentials: only a store this cluster may
+    // use. Jobs that run already keep going.
+    if let Err(refusal) = gate.storage(&source.storage, spec.signing_key.as_ref()) {
+        let started = (0..c.replicas).any(|o| {
+            observed.job(&c.names.job(PURPOSE, &format!("{o}-{}", &short_hash(c.uid.as_bytes())[..5]))).is_some()
+        });
+        if !started {
+            return Restore::waiting(BackupPhase::Pending, Some(location), until, refusal.reason, refusal.message);
+        }
+    }
 
     let mut jobs_out = Vec::new();
     let (mut done, mut running, mut failed) = (0, 0, Vec::new());
@@ -178,6 +237,7 @@ pub fn plan(
                 until: restore_until.clone(),
                 target: target.clone(),
                 labels: pod_labels,
+                verify_key: spec.signing_key.as_ref(),
             })),
             ..Default::default()
         };
@@ -223,6 +283,8 @@ pub fn plan(
             point_in_time: until.map(str::to_owned),
             restored: done,
             message: Some(message.clone()),
+            storage: Some(source.storage),
+            name: Some(source.name),
         }),
         condition: Some((phase == BackupPhase::Succeeded, reason.to_owned(), message)),
         blocks_bootstrap: phase != BackupPhase::Succeeded,

@@ -1,15 +1,20 @@
 //! Ordered rollouts of a new pod template (a new version, image, configuration,
 //! resources, or a new hook version, whose image installs the scripts): replicas
-//! first, one at a time, then a switchover, then the old
-//! primary.
+//! first, one at a time, then a switchover, then the old primary.
 //!
 //! The hook drives the StatefulSet's `rollingUpdate.partition`: pods with an
-//! ordinal at or above it get the new revision. When nothing rolls, the partition
-//! equals `replicas`, so a template change updates no pod by itself; the hook
-//! sees the new `status.updateRevision` and then lowers the partition one ordinal
-//! per step, each step only when every released pod is Ready on the new revision
-//! (pod label `controller-revision-hash`), every server is Ready and no role
-//! change runs.
+//! ordinal at or above it get the new revision. Whether the template is new is
+//! decided by one annotation, its hash ([`statefulset::TEMPLATE_HASH`]), compared
+//! with the observed StatefulSet's. A new template is always emitted with the
+//! partition at `replicas` (every pod held), whatever the observed partition or
+//! revisions say: so a spec edit in the middle of a walk, or a StatefulSet whose
+//! status is stale, never lets the controller replace pods (the primary among
+//! them) outside the hook's order; the walk starts again from the top. Once the
+//! StatefulSet controller reports the new `status.updateRevision`, the hook lowers
+//! the partition one ordinal per step, each step only when every released pod is
+//! Ready on the new revision (pod label `controller-revision-hash`), every server
+//! is Ready and no role change runs. Membership (scaling) is not part of the
+//! template, so it never starts a rollout.
 //!
 //! A partition releases ordinals from the top down, so the order follows from the
 //! primary's ordinal `k`: first the replicas above `k`, then a switchover to an
@@ -27,12 +32,12 @@
 //! False with reason `RolloutStuck` and no further pod is touched; it goes on by
 //! itself if the pod becomes Ready, and reverting the spec rolls back the same way.
 
-use k8s_openapi::{api::core::v1::ResourceRequirements, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
 use crate::{
     api::{MySQLStatus, RolloutStatus},
-    build::{pod, statefulset::CONFIG_HASH},
-    model::{Cluster, MYSQLD},
+    build::statefulset,
+    model::Cluster,
     observed::{Member, Observed},
     roles::Verdict,
 };
@@ -75,34 +80,27 @@ fn revision<'a>(m: &Member<'a>) -> Option<&'a str> {
     m.pod.metadata.labels.as_ref()?.get(REVISION).map(String::as_str)
 }
 
-/// Resources that say something: the API server stores an unset `resources` as `{}`.
-fn set(r: Option<&ResourceRequirements>) -> Option<&ResourceRequirements> {
-    r.filter(|r| **r != ResourceRequirements::default())
-}
-
-/// Decides the partition and the next step.
+/// Decides the partition and the next step: hold a new template, wait for the
+/// StatefulSet controller to report it, then walk the partition down.
 #[must_use]
 pub fn plan(f: &Facts<'_>) -> Plan {
     let c = f.cluster;
-    let n = c.replicas;
     let prev = f.previous;
-    let idle = |version: Option<String>, v| Plan {
-        partition: n,
-        switchover_to: None,
-        status: None,
-        version,
-        verdict: v,
-        resync_after: None,
-    };
     if !f.initialized {
-        // Before bootstrap nothing needs protecting, and a fixed spec must reach
-        // pods that cannot start: the StatefulSet rolls freely.
+        // Before bootstrap nothing is writable, and a fixed spec must reach pods
+        // that cannot start: the StatefulSet rolls freely.
         let v = verdict(false, "Initializing", "pods roll freely until the first primary is bootstrapped".to_owned());
-        return Plan { partition: 0, version: Some(c.version.clone()), ..idle(None, v) };
+        return Plan { partition: 0, version: Some(c.version.clone()), ..idle(c, None, v) };
     }
     let Some(sts) = f.observed.stateful_set else {
-        return idle(prev.version.clone(), verdict(false, "UpToDate", "creating the servers".to_owned()));
+        return idle(c, prev.version.clone(), verdict(false, "UpToDate", "creating the servers".to_owned()));
     };
+    let desired = statefulset::template(c);
+    if statefulset::template_hash(&sts.spec.template) != statefulset::template_hash(&desired) {
+        return hold_new_template(f);
+    }
+    // The observed template is the desired one: the partition it shows is one this
+    // hook emitted for it.
     let observed_partition = sts
         .spec
         .update_strategy
@@ -110,66 +108,95 @@ pub fn plan(f: &Facts<'_>) -> Plan {
         .and_then(|u| u.rolling_update.as_ref())
         .and_then(|r| r.partition)
         .unwrap_or(0)
-        .clamp(0, n);
+        .clamp(0, c.replicas);
     let status = sts.status.as_ref();
     let fresh = match (status.and_then(|s| s.observed_generation), sts.metadata.generation) {
         (Some(seen), Some(generation)) => seen >= generation,
         _ => true,
     };
-    let update_revision = status.and_then(|s| s.update_revision.as_deref());
-    let running_mysqld = sts.spec.template.spec.as_ref().and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD));
-    let running_image = running_mysqld.and_then(|c| c.image.as_deref());
-    let running_scripts_image = sts
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|p| p.init_containers.as_ref()?.iter().find(|c| c.name == pod::INSTALL_SCRIPTS))
-        .and_then(|c| c.image.as_deref());
-    let members: Vec<&Member<'_>> = f.observed.members.values().filter(|m| m.ordinal < n).collect();
-    let on_new = |m: &Member<'_>| update_revision.is_some() && revision(m) == update_revision;
-
-    let (Some(update_revision), true) = (update_revision, fresh) else {
-        // Without a current StatefulSet status nothing can be judged: keep what is there.
-        return Plan {
-            partition: observed_partition,
-            switchover_to: None,
-            status: prev.rollout.clone(),
-            version: prev.version.clone(),
-            verdict: verdict(
-                prev.rollout.is_some(),
-                "Waiting",
-                "waiting for the StatefulSet controller to report its revisions".to_owned(),
-            ),
-            resync_after: Some(BUSY_SECONDS),
-        };
+    let (Some(update_revision), true) = (status.and_then(|s| s.update_revision.as_deref()), fresh) else {
+        return wait_for_revisions(f, observed_partition);
     };
-    if members.iter().all(|m| on_new(m)) {
-        // Done, or nothing to do, or a template change made in this very sync,
-        // which the observed revisions do not show yet: every pod is held.
-        let running_hash =
-            sts.spec.template.metadata.as_ref().and_then(|m| m.annotations.as_ref()).and_then(|a| a.get(CONFIG_HASH));
-        if running_image != Some(c.image.as_str())
-            || running_scripts_image != Some(c.scripts_image.as_str())
-            || running_hash != Some(&c.config_hash)
-            || set(running_mysqld.and_then(|m| m.resources.as_ref())) != set(c.resources.as_ref())
-        {
-            let v = verdict(
-                true,
-                "Updating",
-                format!(
-                    "new pod template (version {}, config {}): every pod is held until the StatefulSet reports its revision",
-                    c.version, c.config_hash
-                ),
-            );
-            return Plan { resync_after: Some(BUSY_SECONDS), ..idle(prev.version.clone(), v) };
-        }
+    let members: Vec<&Member<'_>> = f.observed.members.values().filter(|m| m.ordinal < c.replicas).collect();
+    if members.iter().all(|m| revision(m) == Some(update_revision)) {
         return idle(
+            c,
             Some(c.version.clone()),
             verdict(false, "UpToDate", format!("every server runs revision {update_revision}")),
         );
     }
+    walk(f, &members, update_revision, observed_partition)
+}
 
+/// Nothing rolls: every pod is held (partition = replicas).
+fn idle(c: &Cluster, version: Option<String>, v: Verdict) -> Plan {
+    Plan { partition: c.replicas, switchover_to: None, status: None, version, verdict: v, resync_after: None }
+}
+
+/// A new pod template (a spec change, a new hook version, or a change in the middle
+/// of a walk): every pod is held, whatever the observed partition or revisions
+/// say, and the walk starts again from the top once the StatefulSet controller
+/// has reported the new revision. A template change never reaches a pod the walk
+/// has not released.
+fn hold_new_template(f: &Facts<'_>) -> Plan {
+    let c = f.cluster;
+    let prev = f.previous;
+    let step = "hold every pod for the new template".to_owned();
+    let step_started_at =
+        prev.rollout.as_ref().filter(|r| r.step == step).map_or(Time(f.now), |r| r.step_started_at.clone());
+    let record = RolloutStatus {
+        from_version: prev.version.clone(),
+        to_version: c.version.clone(),
+        update_revision: String::new(),
+        partition: c.replicas,
+        updated: Vec::new(),
+        step,
+        step_started_at,
+        switchover_failures: 0,
+        next_switchover_time: None,
+        last_switchover_error: None,
+    };
+    Plan {
+        partition: c.replicas,
+        switchover_to: None,
+        status: Some(record),
+        version: prev.version.clone(),
+        verdict: verdict(
+            true,
+            "Updating",
+            format!(
+                "new pod template (version {}, config {}): every pod is held until the StatefulSet reports its revision",
+                c.version, c.config_hash
+            ),
+        ),
+        resync_after: Some(BUSY_SECONDS),
+    }
+}
+
+/// The template is current but the StatefulSet controller has not reported its
+/// revisions yet: keep the partition this template was emitted with.
+fn wait_for_revisions(f: &Facts<'_>, observed_partition: i32) -> Plan {
+    let prev = f.previous;
+    Plan {
+        partition: observed_partition,
+        switchover_to: None,
+        status: prev.rollout.clone(),
+        version: prev.version.clone(),
+        verdict: verdict(
+            prev.rollout.is_some(),
+            "Waiting",
+            "waiting for the StatefulSet controller to report its revisions".to_owned(),
+        ),
+        resync_after: Some(BUSY_SECONDS),
+    }
+}
+
+/// One step of the walk: release the next pod, ask for a switchover, or wait.
+fn walk(f: &Facts<'_>, members: &[&Member<'_>], update_revision: &str, observed_partition: i32) -> Plan {
+    let c = f.cluster;
+    let n = c.replicas;
+    let prev = f.previous;
+    let on_new = |m: &Member<'_>| revision(m) == Some(update_revision);
     let updated: Vec<String> = members.iter().filter(|m| on_new(m)).map(|m| m.name.to_owned()).collect();
     let released_not_ready: Vec<&str> =
         members.iter().filter(|m| m.ordinal >= observed_partition && !(m.ready && on_new(m))).map(|m| m.name).collect();
@@ -208,7 +235,16 @@ pub fn plan(f: &Facts<'_>) -> Plan {
                 .filter(|m| m.ordinal > next && m.ready && on_new(m) && m.name != c.primary)
                 .max_by_key(|m| m.ordinal);
             let fallback = members.iter().filter(|m| m.ready && m.name != c.primary).min_by_key(|m| m.ordinal);
+            let backoff = prev_rollout.and_then(|r| r.next_switchover_time.as_ref()).filter(|t| f.now < t.0);
             match updated_replica.or(fallback) {
+                Some(target) if backoff.is_some() => (
+                    format!("switchover {} to {}", c.primary, target.name),
+                    Some(format!(
+                        "the last switchover failed ({}); the next one starts at {}",
+                        prev_rollout.and_then(|r| r.last_switchover_error.as_deref()).unwrap_or("no reason"),
+                        backoff.map(|t| crate::jobs::seconds(t.0)).unwrap_or_default()
+                    )),
+                ),
                 Some(target) => {
                     switchover_to = Some(target.name.to_owned());
                     (format!("switchover {} to {}", c.primary, target.name), None)
@@ -231,6 +267,9 @@ pub fn plan(f: &Facts<'_>) -> Plan {
         updated: updated.clone(),
         step: step.clone(),
         step_started_at: step_started_at.clone(),
+        switchover_failures: prev_rollout.map_or(0, |r| r.switchover_failures),
+        next_switchover_time: prev_rollout.and_then(|r| r.next_switchover_time.clone()),
+        last_switchover_error: prev_rollout.and_then(|r| r.last_switchover_error.clone()),
     };
     let progress = format!("{}/{n} servers on revision {update_revision}", updated.len());
     if overdue && (waiting.is_some() || switchover_to.is_some()) {

@@ -9,19 +9,20 @@ use k8s_openapi::{
 };
 
 use crate::{
-    Context,
+    Context, Timestamp, access,
     api::{BackupPhase, MySQLBackup, MySQLStatus, Phase},
     backups,
     bootstrap::{self, Bootstrap},
-    build::{config, pdb, service, statefulset},
+    build::{config, network, pdb, service, statefulset},
     conditions::Conditions,
     error::{Error, Result},
+    memory,
     metacontroller::{ByKey, Child, SyncRequest, SyncResponse},
     model::{Cluster, Problem},
     observed::Observed,
     restore::{self, Restore},
     roles::{self, Roles},
-    rollout,
+    rollout, users,
 };
 
 /// How often to look again while something is in flight.
@@ -36,19 +37,55 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
-    let (mut cluster, problems) = Cluster::resolve(&request.parent, &observed, &ctx.scripts_image);
+    // What the hook must remember comes back from status, the ConfigMap and the
+    // Jobs alike: a lost or stale status never bootstraps again or moves the primary.
+    let memory = memory::recall(&request.parent, &observed, &names);
+    let (mut cluster, mut problems) = access::resolve(
+        &request.parent,
+        &observed,
+        ctx,
+        memory.primary.as_ref().map(|p| p.pod.as_str()),
+        memory.newest_version,
+    );
     let previous = request.parent.status.clone().unwrap_or_default();
     let pods: Vec<&Pod> = request.related.pods.values().collect();
     let related_backups: Vec<&MySQLBackup> = request.related.mysql_backups.values().collect();
-    let restore = restore::plan(&request.parent, &cluster, &observed, &related_backups, &pods, &previous);
+    let gate = access::Gate {
+        namespace: &cluster.namespace,
+        cluster: &cluster.names.cluster,
+        secrets: &request.related.secrets,
+        allowed_images: &ctx.allowed_images,
+    };
+    let restore = restore::plan(&restore::Facts {
+        parent: &request.parent,
+        cluster: &cluster,
+        observed: &observed,
+        backups: &related_backups,
+        pods: &pods,
+        previous: &previous,
+        initialized: memory.initialized,
+        gate: &gate,
+    });
+    // Scheduled backups only to a store this cluster may use.
+    let backup_refused = backups::settings(&request.parent)
+        .and_then(|(spec, storage)| gate.storage(&storage, spec.signing_key.as_ref()).err());
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {
-        bootstrap::plan(&cluster, &observed, &previous.conditions)
+        bootstrap::plan(
+            &cluster,
+            &observed,
+            memory.initialized,
+            crate::conditions::is_true(&previous.conditions, bootstrap::INITIALIZED),
+        )
     };
+    // The bootstrap Job chose the first primary (the most advanced server).
+    if let Some(chosen) = bootstrap.chosen() {
+        cluster.primary = chosen.to_owned();
+    }
     // Restores run only before bootstrap, role changes and rollouts only after it:
     // they never overlap.
-    let initialized = bootstrap == Bootstrap::Done;
+    let initialized = matches!(bootstrap, Bootstrap::Done(_));
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
@@ -56,18 +93,16 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         initialized,
         now: ctx.now,
     });
+    let annotation =
+        |key: &str| request.parent.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
     let roles = roles::plan(&roles::Input {
         cluster: &cluster,
         observed: &observed,
         previous: &previous,
         failover: &request.parent.spec.failover,
-        switchover_to: request
-            .parent
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(roles::SWITCHOVER_TO))
-            .map(String::as_str),
+        switchover_to: annotation(roles::SWITCHOVER_TO),
+        force_failover: annotation(roles::FORCE_FAILOVER),
+        memory: &memory,
         rollout_switchover_to: rollout.switchover_to.as_deref(),
         initialized,
         may_start: !request.finalizing,
@@ -77,17 +112,39 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     // as this sync leaves it.
     cluster.primary.clone_from(&roles.primary);
 
-    let mut children = desired_children(&cluster, &observed, rollout.partition, ctx);
+    let remembered = Remembered {
+        initialized: bootstrap.initialized(),
+        epoch: roles.epoch,
+        operations_started: roles.operations_started,
+        newest_version: memory.newest_version.map(|v| v.to_string()),
+    };
+    let mut children = desired_children(&cluster, &observed, rollout.partition, &remembered, ctx);
+    // The bootstrap Job stays the record of the first primary until a role change.
+    let bootstrap_job = bootstrap.job().filter(|_| !matches!(bootstrap, Bootstrap::Done(_)) || roles.epoch == 0);
     children.extend(
-        bootstrap
-            .job()
-            .into_iter()
-            .chain(roles.job.as_ref())
-            .chain(&roles.kept)
-            .map(|j| Child::Job(Box::new(j.clone()))),
+        bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
-    if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized()) {
+    let users = users::plan(
+        &request.parent,
+        &cluster,
+        &observed,
+        &request.related.secrets,
+        bootstrap.initialized(),
+        &ctx.entropy,
+    );
+    children.extend(users.secrets.iter().map(|s| Child::Secret(Box::new(s.clone()))));
+    children.extend(users.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
+    let observed_cron = request
+        .children
+        .cron_jobs
+        .values()
+        .find(|j| j.metadata.name.as_deref() == Some(cluster.names.cron_job("backup").as_str()));
+    if let Some(refusal) = backup_refused {
+        problems.push(refusal.into());
+    } else if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized(), observed_cron)
+    {
         children.push(Child::CronJob(Box::new(cron_job)));
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
@@ -101,8 +158,27 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         ctx,
     );
     add_backup_status(&mut status, request, &cluster, &pods, &previous, &restore, ctx);
-    let busy =
-        status.phase != Some(Phase::Running) || matches!(bootstrap, Bootstrap::Running(_)) || restore.blocks_bootstrap;
+    // A rollout's switchover that failed: the next one waits (each froze writes).
+    if let (Some(why), Some(rollout)) = (&roles.rollout_switchover_failed, status.rollout.as_mut()) {
+        rollout.switchover_failures = rollout.switchover_failures.saturating_add(1);
+        let wait = roles::backoff_seconds(rollout.switchover_failures);
+        let now = Timestamp::from_second(ctx.now.as_second()).unwrap_or(ctx.now);
+        rollout.next_switchover_time = now
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(wait))
+            .ok()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
+        rollout.last_switchover_error = Some(why.clone());
+    }
+    if let Some(v) = &users.verdict {
+        let mut extra = Conditions::new(&previous.conditions, ctx.now);
+        extra.set(v.type_, v.status, v.reason, v.message.clone());
+        merge_conditions(&mut status.conditions, extra.finish());
+    }
+    let busy = status.phase != Some(Phase::Running)
+        || users.busy
+        || matches!(bootstrap, Bootstrap::Running(_))
+        || restore.blocks_bootstrap
+        || !crate::conditions::is_true(&status.conditions, TEMPLATE_APPLIED);
     let resync =
         [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after].into_iter().flatten().min();
     Ok(SyncResponse { status, children, resync_after_seconds: resync })
@@ -126,10 +202,15 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     keyed_by_name("EndpointSlice", &c.endpoint_slices)?;
     keyed_by_name("Job", &c.jobs)?;
     keyed_by_name("Pod", &r.pods)?;
+    keyed_by_name("Secret", &r.secrets)?;
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());
-    ours("StatefulSet", &c.stateful_sets, &[&names.stateful_set])?;
-    ours("ConfigMap", &c.config_maps, &[&names.config])?;
-    ours("Secret", &c.secrets, &[&names.credentials])?;
+    ours("StatefulSet", &c.stateful_sets, |n| n == names.stateful_set)?;
+    ours("ConfigMap", &c.config_maps, |n| n == names.config || config::is_option_file(&names, n))?;
+    ours("Secret", &c.secrets, |n| {
+        n == names.credentials
+            || n == names.exporter
+            || n.rsplit_once("-user-").is_some_and(|(_, user)| names.user_secret(user) == n)
+    })?;
     Ok(())
 }
 
@@ -137,13 +218,13 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
 /// gives its children. Any other would be left out of the answer, and so deleted
 /// (a StatefulSet with the cluster's data); Metacontroller never sends one for a
 /// parent whose name cannot change, so such a request is refused, not obeyed.
-fn ours<T>(kind: &str, objects: &ByKey<T>, names: &[&str]) -> Result<()>
+fn ours<T>(kind: &str, objects: &ByKey<T>, is_ours: impl Fn(&str) -> bool) -> Result<()>
 where
     T: k8s_openapi::Metadata<Ty = ObjectMeta>,
 {
     for object in objects.values() {
         let name = object.metadata().name.as_deref().unwrap_or_default();
-        if !names.contains(&name) {
+        if !is_ours(name) {
             return Err(Error::InvalidRequest(format!(
                 "observed {kind} {name:?} is not a child of this MySQL by name; refusing rather than deleting it"
             )));
@@ -177,22 +258,116 @@ where
     Ok(())
 }
 
+/// What this sync leaves for the next one to recall, on the config ConfigMap.
+pub(crate) use crate::build::config::Remembered;
+
 /// The children every live cluster has.
-fn desired_children(c: &Cluster, observed: &Observed<'_>, partition: i32, ctx: &Context) -> Vec<Child> {
+fn desired_children(
+    c: &Cluster,
+    observed: &Observed<'_>,
+    partition: i32,
+    remembered: &Remembered,
+    ctx: &Context,
+) -> Vec<Child> {
     let mut children = vec![
         Child::StatefulSet(Box::new(statefulset::build(c, partition))),
         Child::Service(Box::new(service::headless(c))),
         Child::Service(Box::new(service::primary(c))),
         Child::Service(Box::new(service::replicas(c))),
-        Child::ConfigMap(Box::new(config::config_map(c))),
+        Child::ConfigMap(Box::new(config::config_map(c, remembered))),
+        Child::ConfigMap(Box::new(config::option_file(c))),
         Child::PodDisruptionBudget(Box::new(pdb::build(c))),
     ];
+    children.extend(older_option_files(c, observed).into_iter().map(|m| Child::ConfigMap(Box::new(m))));
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {
-        let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.secret_seed);
+        let secret: Secret = config::secret(c, observed.secret_data(&c.names.credentials), &ctx.entropy);
+        children.push(Child::Secret(Box::new(secret)));
+    }
+    if c.exporter.is_some() {
+        let secret = config::exporter_secret(c, observed.secret_data(&c.names.exporter), &ctx.entropy);
         children.push(Child::Secret(Box::new(secret)));
     }
     children
+}
+
+/// The option files of older revisions that a pod may still start with: every one
+/// while the StatefulSet has pods or revisions other than its update revision (or
+/// does not say), else those an observed pod still mounts. Emitted as observed.
+fn older_option_files(c: &Cluster, observed: &Observed<'_>) -> Vec<k8s_openapi::api::core::v1::ConfigMap> {
+    let desired = c.names.option_file(&c.config_hash);
+    let settled = observed
+        .stateful_set
+        .and_then(|s| s.status.as_ref())
+        .is_some_and(|s| s.current_revision.is_some() && s.current_revision == s.update_revision)
+        && observed
+            .stateful_set
+            .is_some_and(|s| s.status.as_ref().and_then(|st| st.observed_generation) >= s.metadata.generation);
+    let names_it = |volumes: Option<&Vec<k8s_openapi::api::core::v1::Volume>>, name: &str| {
+        volumes.is_some_and(|v| v.iter().any(|v| v.config_map.as_ref().is_some_and(|cm| cm.name == name)))
+    };
+    // The observed template's own file (its pods may still restart with it), and
+    // any file an observed pod mounts.
+    let mounted = |name: &str| {
+        observed
+            .stateful_set
+            .is_some_and(|s| names_it(s.spec.template.spec.as_ref().and_then(|p| p.volumes.as_ref()), name))
+            || observed.members.values().any(|m| names_it(m.pod.spec.as_ref().and_then(|s| s.volumes.as_ref()), name))
+    };
+    observed
+        .config_maps()
+        .filter(|m| {
+            let name = m.metadata.name.as_deref().unwrap_or_default();
+            name != desired && config::is_option_file(&c.names, name) && (!settled || mounted(name))
+        })
+        .map(|m| k8s_openapi::api::core::v1::ConfigMap {
+            metadata: crate::build::meta(
+                m.metadata.name.as_deref().unwrap_or_default(),
+                crate::labels::common(&c.names, crate::labels::DATABASE),
+            ),
+            data: m.data.clone(),
+            immutable: Some(true),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// Condition: whether the StatefulSet in the cluster carries the hook's current
+/// pod template. The API server may keep rejecting what the hook emits (a value it
+/// refuses that the CRD could not catch): Metacontroller then only logs and records
+/// `SyncError` events, and without this condition the cluster would look merely
+/// "held" while nothing can change (scaling, rollouts).
+pub const TEMPLATE_APPLIED: &str = "TemplateApplied";
+/// How long a template may take to reach the StatefulSet before it is reported as
+/// not applied.
+pub const APPLY_SECONDS: i64 = 120;
+
+fn template_applied(c: &Cluster, observed: &Observed<'_>, previous: &MySQLStatus, ctx: &Context) -> roles::Verdict {
+    let verdict = |status, reason, message| roles::Verdict { type_: TEMPLATE_APPLIED, status, reason, message };
+    let desired = statefulset::template(c);
+    let want = statefulset::template_hash(&desired).unwrap_or_default();
+    let have = observed.stateful_set.map(|s| statefulset::template_hash(&s.spec.template));
+    if have == Some(Some(want)) {
+        return verdict(true, "Applied", format!("the StatefulSet carries template {want}"));
+    }
+    let since = previous
+        .conditions
+        .iter()
+        .find(|x| x.type_ == TEMPLATE_APPLIED && x.status == "False")
+        .map_or(ctx.now, |x| x.last_transition_time.0);
+    let what = if have.is_none() { "does not exist yet (template" } else { "does not carry the new template" };
+    let late = ctx.now.as_second() - since.as_second() > APPLY_SECONDS;
+    let message = format!(
+        "the StatefulSet {what} {want}{} since {}{}",
+        if have.is_none() { ")" } else { "" },
+        crate::jobs::seconds(since),
+        if late {
+            "; the API server is probably rejecting it: see the SyncError events of this MySQL (kubectl describe)"
+        } else {
+            ""
+        }
+    );
+    verdict(false, if late { "NotApplied" } else { "Applying" }, message)
 }
 
 /// What this sync decided, for the status.
@@ -241,14 +416,14 @@ fn status(
     };
     conditions.set("Ready", phase == Phase::Running, reason, message);
     match bootstrap {
-        // The Job that did it is gone, and the primary may have moved since: keep
+        // The Job that did it may be gone, and the primary may have moved since: keep
         // the condition exactly as it was written when bootstrap succeeded.
-        Bootstrap::Done => {
+        Bootstrap::Done(_) => {
             if !conditions.keep(bootstrap::INITIALIZED) {
                 conditions.set(bootstrap::INITIALIZED, true, "Bootstrapped", "the first primary was bootstrapped");
             }
         }
-        Bootstrap::Succeeded(_, result) => conditions.set(
+        Bootstrap::Succeeded(_, result, _) => conditions.set(
             bootstrap::INITIALIZED,
             true,
             "Bootstrapped",
@@ -301,13 +476,15 @@ fn status(
             "SemiSyncProtected",
             false,
             "SingleServer",
-            "with one server no replica acknowledges commits: losing its volume loses data, and no replica can take over",
+            "with one server no replica acknowledges commits: losing its volume loses data, and there is no failover",
         );
     }
 
     for v in roles.conditions.iter().chain([&rollout.verdict]) {
         conditions.set(v.type_, v.status, v.reason, v.message.clone());
     }
+    let applied = template_applied(c, observed, previous, ctx);
+    conditions.set(TEMPLATE_APPLIED, applied.status, applied.reason, applied.message);
 
     MySQLStatus {
         phase: Some(phase),

@@ -1,11 +1,22 @@
 //! Which server version changes a rollout may make.
 //!
-//! A data directory can be opened by the same release series (any patch, up or
-//! down) and by the next series up; it cannot be opened by an older series, and
+//! "From" is the newest version any server of the cluster has run (see
+//! [`crate::memory`]), not the one the spec or status names: once one server has
+//! started on a new version its data dictionary may be upgraded, so a revert in
+//! the middle of an upgrade is a downgrade from the new version.
+//!
+//! Upgrades: a data directory can be opened by the next release series up, and
 //! upgrades must not skip a series. For MySQL the series are 5.7, 8.0, the 8.1–8.3
 //! innovation releases, 8.4 LTS, then 9.x: 5.7 goes only to 8.0, 8.x to a later
-//! 8.y, and only 8.4 to 9.x. For MariaDB any later minor of the same major, or
-//! the next major, is allowed.
+//! 8.y, and only 8.4 to 9.x. For MariaDB any later minor of the same major, or the
+//! next major, is allowed.
+//!
+//! Downgrades in place follow each flavor's documented rules: never to an older
+//! series; within a series, MySQL allows them in the 8.4 LTS series, in 8.0 only
+//! between releases from 8.0.35 on (MySQL 8.4 Reference Manual, ch. 4 "Downgrading
+//! MySQL"; 8.0 manual: "in-place downgrades are supported within the 8.0 series as
+//! of 8.0.35"), in 5.7, and never within an innovation series; MariaDB between
+//! patch releases of one series.
 
 use crate::api::Flavor;
 
@@ -48,9 +59,21 @@ impl std::fmt::Display for Version {
 /// # Errors
 /// A human-readable refusal.
 pub fn check(flavor: Flavor, from: Version, to: Version) -> Result<(), String> {
-    let (Version(fa, fb, _), Version(ta, tb, _)) = (from, to);
+    let (Version(fa, fb, fp), Version(ta, tb, tp)) = (from, to);
     if (ta, tb) == (fa, fb) {
-        return Ok(());
+        if tp >= fp {
+            return Ok(());
+        }
+        return match (flavor, fa, fb) {
+            (Flavor::Mariadb, ..) | (Flavor::Mysql, 8, 4) | (Flavor::Mysql, 5, 7) => Ok(()),
+            (Flavor::Mysql, 8, 0) if tp >= 35 => Ok(()),
+            (Flavor::Mysql, 8, 0) => Err(format!(
+                "{to} is older than {from}, which a server has run: MySQL 8.0 downgrades in place only between releases from 8.0.35 on"
+            )),
+            _ => Err(format!(
+                "{to} is older than {from}, which a server has run: an innovation series cannot be downgraded in place"
+            )),
+        };
     }
     if (ta, tb) < (fa, fb) {
         return Err(format!(
@@ -90,7 +113,10 @@ mod tests {
     fn mysql_paths() {
         let ok = |a, b| check(Flavor::Mysql, v(a), v(b)).is_ok();
         assert!(ok("8.4.3", "8.4.5"));
-        assert!(ok("8.4.5", "8.4.3"), "patch downgrades within a series are allowed");
+        assert!(ok("8.4.5", "8.4.3"), "patch downgrades within the LTS series are allowed");
+        assert!(ok("8.0.39", "8.0.35"));
+        assert!(!ok("8.0.39", "8.0.34"), "8.0 downgrades only from 8.0.35 on");
+        assert!(!ok("9.1.2", "9.1.0"), "no downgrade within an innovation series");
         assert!(ok("8.0.39", "8.4.3"));
         assert!(ok("5.7.44", "8.0.39"));
         assert!(ok("8.4.3", "9.1.0"));

@@ -3,8 +3,11 @@
 //! switchover requests. Whatever comes in:
 //! - the `-primary` Service selects exactly one pod, the recorded primary, a member;
 //! - the replicas' EndpointSlices list only Ready pods, never the primary;
-//! - at most one role-change Job is emitted, and a running one is never replaced;
-//! - `status.primary` changes only after a succeeded Job that named a member;
+//! - at most one role-change Job is emitted, and a running one is never replaced or
+//!   dropped (one the status does not record is adopted, not doubled);
+//! - no Job is created with failover disabled and nothing requested;
+//! - `status.primary` changes only after a succeeded Job that named a member, with
+//!   or without a status that records it (the Job is the ground truth);
 //! - a rollout never releases (lowers the partition past) the primary's pod while it
 //!   is still on the old revision, unless it is the only server;
 //! - the same input gives the same bytes, and feeding the status back settles
@@ -23,6 +26,8 @@ fn at(offset: i64) -> String {
 #[derive(Debug, Clone)]
 struct PodState {
     ready: bool,
+    /// The mysqld container runs (a failover can reach the server).
+    running: bool,
     /// Seconds before now of the Ready condition's last transition; `None`: no condition.
     since: Option<i64>,
     terminating: bool,
@@ -62,16 +67,22 @@ struct Scenario {
     /// A handled request for this ordinal.
     handled: Option<i32>,
     operations_started: i32,
-    /// An observed StatefulSet: (partition, update revision is new), and per pod
-    /// whether it runs the new revision.
-    sts: Option<(i32, bool, Vec<bool>)>,
+    /// An observed StatefulSet: (partition, update revision is new), per pod
+    /// whether it runs the new revision, and whether its template is the one the
+    /// hook wants (else the spec changed: a new template).
+    sts: Option<(i32, bool, Vec<bool>, bool)>,
 }
 
 fn pod_state() -> impl Strategy<Value = Option<PodState>> {
     prop::option::weighted(
         0.85,
-        (any::<bool>(), prop::option::weighted(0.9, 0_i64..120), prop::bool::weighted(0.1))
-            .prop_map(|(ready, since, terminating)| PodState { ready, since, terminating }),
+        (any::<bool>(), prop::option::weighted(0.9, 0_i64..120), prop::bool::weighted(0.1), prop::bool::weighted(0.7))
+            .prop_map(|(ready, since, terminating, running)| PodState {
+                ready,
+                running: running || ready,
+                since,
+                terminating,
+            }),
     )
 }
 
@@ -86,7 +97,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
     ];
     let outage = prop::option::of((prop::option::of(0_i64..60), 0_i32..4, prop::option::of(-30_i64..30)));
     let history = (job, result, outage, prop::option::of(0_i32..6), prop::option::of(0_i32..6), 0_i32..5);
-    let sts = (0_i32..6, any::<bool>(), prop::collection::vec(any::<bool>(), 5));
+    let sts = (0_i32..6, any::<bool>(), prop::collection::vec(any::<bool>(), 5), prop::bool::weighted(0.8));
     (1_i32..=4)
         .prop_flat_map(move |replicas| {
             (
@@ -198,7 +209,7 @@ fn request(s: &Scenario) -> Value {
         if let Some(since) = p.since {
             conditions.push(json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }, "lastTransitionTime": at(-since)}));
         }
-        let revision = if s.sts.as_ref().is_some_and(|(_, _, on_new)| on_new[i]) { "db-new" } else { "db-old" };
+        let revision = if s.sts.as_ref().is_some_and(|(_, _, on_new, _)| on_new[i]) { "db-new" } else { "db-old" };
         let mut meta = json!({
             "name": name, "namespace": "shop",
             "labels": labels(&[("app.kubernetes.io/component", "database"), ("statefulset.kubernetes.io/pod-name", &name),
@@ -211,7 +222,9 @@ fn request(s: &Scenario) -> Value {
             format!("shop/{name}"),
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
                    "spec": {"containers": [{"name": "mysqld"}]},
-                   "status": {"podIP": format!("10.0.0.{i}"), "conditions": conditions}}),
+                   "status": {"podIP": format!("10.0.0.{i}"), "conditions": conditions,
+                              "containerStatuses": [{"name": "mysqld", "ready": p.ready, "restartCount": 0, "image": "", "imageID": "",
+                                                     "state": if p.running { json!({"running": {}}) } else { json!({"waiting": {"reason": "CrashLoopBackOff"}}) }}]}}),
         );
     }
     let mut jobs = serde_json::Map::new();
@@ -244,7 +257,10 @@ fn request(s: &Scenario) -> Value {
                 json!({"apiVersion": "v1", "kind": "Pod",
                        "metadata": {"name": format!("{job_name}-abcde"), "namespace": "shop",
                                     "labels": labels(&[("app.kubernetes.io/component", "job"), ("mysqlhook.dev/purpose", purpose),
-                                                       ("batch.kubernetes.io/job-name", &job_name)])},
+                                                       ("batch.kubernetes.io/job-name", &job_name)]),
+                                    // as the Job controller sets it: results count only from the Job's own pods
+                                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
+                                                         "uid": "prop", "controller": true}]},
                        "spec": {"containers": [{"name": purpose}]},
                        "status": {"phase": if code == 0 { "Succeeded" } else { "Failed" },
                                   "containerStatuses": [{"name": purpose, "ready": false, "restartCount": 0, "image": "", "imageID": "",
@@ -253,13 +269,19 @@ fn request(s: &Scenario) -> Value {
         }
     }
     let mut stateful_sets = serde_json::Map::new();
-    if let Some((partition, new_revision, _)) = &s.sts {
+    if let Some((partition, new_revision, _, same_template)) = &s.sts {
+        // The hook's own template (as it would build it for this spec), or another.
+        let template = if *same_template {
+            desired_template(s)
+        } else {
+            json!({"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}})
+        };
         stateful_sets.insert(
             "shop/db".to_owned(),
             json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "shop"},
                    "spec": {"selector": {}, "serviceName": "db-headless",
                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
-                            "template": {"spec": {"containers": [{"name": "mysqld", "image": "mysql:8.4.3"}]}}},
+                            "template": template},
                    "status": {"replicas": s.replicas, "currentRevision": "db-old",
                               "updateRevision": if *new_revision { "db-new" } else { "db-old" }}}),
         );
@@ -271,11 +293,26 @@ fn request(s: &Scenario) -> Value {
     })
 }
 
+/// The pod template the hook builds for this scenario's spec.
+fn desired_template(s: &Scenario) -> Value {
+    let mut bare = s.clone();
+    bare.sts = None;
+    let out = run(&request(&bare));
+    out["children"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["kind"] == "StatefulSet")
+        .map(|sts| sts["spec"]["template"].clone())
+        .unwrap_or_default()
+}
+
 fn ctx() -> Context {
     Context {
         now: Timestamp::from_second(NOW).unwrap_or_else(|e| panic!("{e}")),
-        secret_seed: hooks::credentials::fold_seed(b"properties"),
+        entropy: hooks::credentials::fold_seed(b"properties"),
         scripts_image: "mysql-hook:test".to_owned(),
+        allowed_images: Vec::new(),
     }
 }
 
@@ -374,14 +411,21 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         prop_assert_eq!(&jobs[0]["metadata"]["name"], &previous_op["job"]);
         prop_assert_eq!(&out["status"]["operation"], previous_op);
     }
+    let created: Vec<_> = jobs
+        .iter()
+        .filter(|j| !j["metadata"]["name"].as_str().is_some_and(|n| observed_job_names(&body).contains(&n)))
+        .collect();
     if !s.enabled && s.annotation.is_none() && !previous_op.is_object() {
-        // Only a rollout may still hand the primary role over.
+        // Only a rollout or a primary being deleted may still hand the primary role over.
         let reason = &out["status"]["operation"]["reason"];
         prop_assert!(
-            jobs.is_empty() || reason == "Rollout",
+            created.is_empty() || reason == "Rollout" || reason == "PrimaryTerminating",
             "a role change ({}) started with failover disabled and no request",
             reason
         );
+    }
+    if s.job == JobSeen::Running {
+        prop_assert!(created.is_empty(), "a Job was created next to the running {}", jobs.len());
     }
     if let Some(op) = out["status"]["operation"].as_object() {
         prop_assert_eq!(jobs.len(), 1);
@@ -391,7 +435,6 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
     // The primary moves only after a succeeded Job that named a member.
     let before = format!("db-{}", s.primary);
     if primary != before {
-        prop_assert!(previous_op.is_object(), "primary moved without an operation");
         prop_assert_eq!(s.job, JobSeen::Succeeded);
         match s.result {
             JobResult::Promoted(o) => {
@@ -402,19 +445,25 @@ fn check(s: &Scenario) -> Result<(), TestCaseError> {
         }
     }
 
-    // A rollout never newly releases the primary's pod while it is on the old revision.
-    if let Some((observed_partition, new_revision, on_new)) = &s.sts
-        && s.replicas > 1
+    // A rollout never newly releases the primary's pod while it is on the old revision,
+    // and a new template is never emitted with a partition below `replicas`.
+    if let Some((observed_partition, new_revision, on_new, same_template)) = &s.sts
         && s.initialized
     {
         let sts = children.iter().find(|c| c["kind"] == "StatefulSet").cloned().unwrap_or_default();
         let partition = sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"].as_i64().unwrap_or(-1);
+        if !same_template {
+            prop_assert_eq!(partition, i64::from(s.replicas), "a new template with a partition below replicas");
+        }
         let observed_partition = i64::from((*observed_partition).clamp(0, s.replicas));
         for o in partition..observed_partition {
             let idx = usize::try_from(o).unwrap_or(0);
             let already = on_new[idx] == *new_revision; // the pod is on the update revision
             prop_assert!(
-                already || (o != i64::from(s.primary) && format!("db-{o}") != primary),
+                // (the recorded primary may be released once a Job has moved the role away)
+                s.replicas == 1
+                    || already
+                    || (format!("db-{o}") != primary && (o != i64::from(s.primary) || primary != before)),
                 "partition {} releases the primary db-{} (observed partition {})",
                 partition,
                 o,

@@ -80,7 +80,10 @@ impl Sim {
                        "metadata": {"name": format!("{name}-x"), "namespace": "shop", "labels": {
                            "app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
                            "app.kubernetes.io/component": "job", "mysqlhook.dev/purpose": "switchover",
-                           "batch.kubernetes.io/job-name": name}},
+                           "batch.kubernetes.io/job-name": name},
+                           // as the Job controller sets it: results count only from the Job's own pods
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                                "uid": "sim", "controller": true}]},
                        "spec": {"containers": [{"name": "switchover"}]},
                        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "switchover", "ready": false,
                            "restartCount": 0, "image": "", "imageID": "", "state": {"terminated": {"exitCode": 0,
@@ -104,8 +107,9 @@ impl Sim {
         let req: SyncRequest = serde_json::from_value(self.request()).unwrap_or_else(|e| panic!("{e}"));
         let ctx = Context {
             now: Timestamp::from_second(1_795_953_600 + self.clock).unwrap_or_else(|e| panic!("{e}")),
-            secret_seed: [7; 32],
+            entropy: [7; 32],
             scripts_image: "mysql-hook:test".to_owned(),
+            allowed_images: Vec::new(),
         };
         self.clock += 5;
         let out = serde_json::to_value(hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))
@@ -135,6 +139,16 @@ fn roll(replicas: i32, primary: i32) -> usize {
     for round in 0..100 {
         let out = sim.step();
         let status = &out["status"];
+        if std::env::var_os("SIM_DEBUG").is_some() {
+            eprintln!(
+                "round {round}: primary {} op {} rollout {} pods {:?} jobs {:?}",
+                status["primary"],
+                status["operation"],
+                status["rollout"],
+                sim.pods,
+                sim.jobs.iter().map(|j| j["metadata"]["name"].clone()).collect::<Vec<_>>()
+            );
+        }
         let primary = status["primary"].as_str().unwrap_or_default().to_owned();
         let sts = out["children"].as_array().into_iter().flatten().find(|c| c["kind"] == "StatefulSet").cloned();
         let sts = sts.unwrap_or_else(|| panic!("round {round}: no StatefulSet"));

@@ -5,7 +5,7 @@ is: hooks/scripts/init.sh copies the hook's rendered my.cnf into the server's
 conf.d, writes the per-pod server-id.cnf and initializes the empty data dir
 (root@'localhost' and root@'%' with the root password, no GTID).  The my.cnf
 is the one the hook renders for MariaDB, read from the committed golden
-fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config`, key `my.cnf`), plus
+fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config-<hash>`, key `my.cnf`), plus
 
 - options the scripts need that the rendered file lacks (NEEDED_OPTIONS; the
   ones actually added are in World.added_options and printed in the summary),
@@ -20,6 +20,8 @@ server's conf.d (as the images' /etc/mysql/my.cnf includes /etc/mysql/conf.d).
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
+import hashlib
 import json
 import os
 import random
@@ -62,7 +64,7 @@ NEEDED_OPTIONS = {
     "sync_binlog": "1",
     "innodb_flush_log_at_trx_commit": "1",
     "read_only": "ON",
-    "relay_log_recovery": "ON",
+    "relay_log_recovery": "OFF",
     "skip_slave_start": "ON",
     "slave_net_timeout": "10",
     "rpl_semi_sync_slave_enabled": "ON",
@@ -81,10 +83,11 @@ APP_PASSWORD = "app-pw"
 def hook_mariadb_cnf() -> str:
     """The my.cnf the hook renders for a MariaDB cluster (golden fixture)."""
     resp = json.loads(HOOK_CNF_FIXTURE.read_text())
+    # The option file lives in the content-addressed ConfigMap db-config-<hash>.
     for child in resp["children"]:
-        if child.get("kind") == "ConfigMap" and child["metadata"]["name"] == "db-config":
+        if child.get("kind") == "ConfigMap" and "my.cnf" in child.get("data", {}):
             return child["data"]["my.cnf"]
-    raise SetupError(f"no ConfigMap db-config in {HOOK_CNF_FIXTURE}")
+    raise SetupError(f"no ConfigMap with my.cnf in {HOOK_CNF_FIXTURE}")
 
 
 def cnf_options(text: str) -> dict[str, str]:
@@ -106,6 +109,94 @@ def cnf_options(text: str) -> dict[str, str]:
 
 class SetupError(RuntimeError):
     pass
+
+
+# ------------------------------------------------------------ argv recording
+# Every program a script executes is reached through PATH.  The harness puts a
+# directory in front of PATH that holds, for every executable name found on
+# PATH, a small wrapper that records its command line (the one any
+# `ps`, /proc/<pid>/cmdline or process-exec audit log would show) and its
+# environment (/proc/<pid>/environ: exec keeps the pid, so the wrapper's is the
+# program's) and execs the real program.  Builtins (printf, read, echo) exec
+# nothing and are not recorded: they never reach a command line.
+
+_WRAPPER = """#!/bin/bash
+if [ -n "${ARGV_LOG_DIR:-}" ]; then
+  mapfile -t -d '' __envs < /proc/$$/environ
+  printf '%s\\0' "${ARGV_LOG_TAG:-}" "$#" {name} "$@" "${#__envs[@]}" "${__envs[@]}" \\
+    > "$ARGV_LOG_DIR/$$-$RANDOM$RANDOM" 2>/dev/null
+fi
+exec {real} "$@"
+"""
+
+
+def make_argv_wrappers(wrap_dir: Path, path: str) -> int:
+    """One recording wrapper per executable name on PATH (the first one found
+    wins, as for the shell); returns how many."""
+    wrap_dir.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    for d in path.split(os.pathsep):
+        if not d or not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            real = os.path.join(d, name)
+            if name in seen or not re.fullmatch(r"[A-Za-z0-9._+-]+", name):
+                continue
+            if not (os.path.isfile(real) and os.access(real, os.X_OK)):
+                continue
+            seen.add(name)
+            w = wrap_dir / name
+            w.write_text(_WRAPPER.replace("{name}", name).replace("{real}", real))
+            w.chmod(0o755)
+    return len(seen)
+
+
+def read_argv_log(log_dir: Path, only: set[str] | None = None) -> list[tuple[str, list[str], list[str]]]:
+    """(tag, argv, environment) of every recorded exec; `only`: file names to read."""
+    out = []
+    for f in sorted(log_dir.iterdir()):
+        if only is not None and f.name not in only:
+            continue
+        parts = f.read_bytes().decode("utf-8", "surrogateescape").split("\0")
+        tag, n = parts[0], int(parts[1])
+        m = int(parts[3 + n])
+        out.append((tag, parts[2:3 + n], parts[4 + n:4 + n + m]))
+    return out
+
+
+def secret_forms(secret: str) -> set[str]:
+    """The spellings a password takes in the scripts: as is, as a SQL string
+    literal's body (sql_quote), as an option-file value."""
+    return {secret,
+            secret.replace("\\", "\\\\").replace("'", "''"),
+            secret.replace("\\", "\\\\").replace('"', '\\"')}
+
+
+# Tag suffix of script runs that get the passwords in their environment.
+ENV_MODE_TAG = " (passwords in env)"
+
+# Statements that carry a password, whatever the password is.
+SECRET_SQL = ("IDENTIFIED BY", "MASTER_PASSWORD", "SOURCE_PASSWORD", "PASSWORD(")
+
+
+def argv_leaks(records: list[tuple[str, list[str], list[str]]], secrets: list[str]) -> list[str]:
+    """Human-readable descriptions of every recorded command line that holds
+    a secret or a password-carrying statement, and of every environment that
+    holds a secret."""
+    needles = set().union(*(secret_forms(s) for s in secrets)) | set(SECRET_SQL)
+    bad = []
+    for tag, argv, env in records:
+        line = " ".join(argv)
+        hits = sorted(n for n in needles if n and n.upper() in line.upper())
+        if hits:
+            bad.append(f"{tag}: {argv[0]} holds {hits!r}: {line[:300]!r}")
+        # A script run with the passwords in its environment (not as pods run
+        # it) has them in its own process and in what runs before common.sh is
+        # sourced; ENV_MODE_TAG runs are checked separately.
+        for kv in env if ENV_MODE_TAG not in tag else []:
+            if any(s in kv for s in secrets):
+                bad.append(f"{tag}: {argv[0]} has a password in its environment: {kv.split('=', 1)[0]}")
+    return bad
 
 
 def _die_with_parent():
@@ -172,6 +263,12 @@ def free_port() -> int:
             _PORTS_GIVEN.add(port)
             return port
     raise SetupError("no free TCP port below the ephemeral range")
+
+
+def secret_file(path: Path, value: str) -> Path:
+    path.write_text(value)
+    path.chmod(0o600)
+    return path
 
 
 def client_cnf(path: Path, user: str, password: str) -> Path:
@@ -256,6 +353,7 @@ class Server:
     def kill(self):
         """SIGKILL: a crash, nothing flushed beyond what is durable."""
         if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)   # a frozen server must die too
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(30)
 
@@ -267,6 +365,20 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(30)
+
+    def freeze(self):
+        """SIGSTOP: the server hangs (a frozen node); connects time out."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def set_extra_cnf(self, text: str):
+        """Test-only server options, read after the hook's file (conf.d is read
+        in name order): takes effect at the next start."""
+        (self.confdir / "99-test.cnf").write_text("[mysqld]\n" + text)
 
     @property
     def running(self) -> bool:
@@ -335,8 +447,16 @@ class World:
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
         self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
+        # The credentials Secret as pods mount it: one file per key.
+        self.root_password_file = secret_file(self.root / "root-password", ROOT_PASSWORD)
+        self.repl_password_file = secret_file(self.root / "replication-password", REPL_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
+        # every exec of every script goes through a recording wrapper
+        self.argv_log = self.root / "argv-log"
+        self.argv_log.mkdir()
+        self.wrap_dir = self.root / "argv-wrappers"
+        self.wrapped = make_argv_wrappers(self.wrap_dir, os.environ.get("PATH", "/usr/bin:/bin"))
         rendered = hook_mariadb_cnf()
         have = cnf_options(rendered)
         self.added_options = {k: v for k, v in NEEDED_OPTIONS.items() if k not in have}
@@ -345,6 +465,16 @@ class World:
             self.hook_cnf_text += (
                 "\n# tests/scripts: options the scripts need that the hook's my.cnf lacks\n[mysqld]\n"
                 + "".join(f"{k} = {v}\n" for k, v in self.added_options.items()))
+
+    def script_path(self) -> str:
+        """PATH for the scripts: the recording wrappers first."""
+        return f"{self.wrap_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+    def argv_env(self, tag: str) -> dict[str, str]:
+        return {"PATH": self.script_path(), "ARGV_LOG_DIR": str(self.argv_log), "ARGV_LOG_TAG": tag}
+
+    def argv_files(self) -> set[str]:
+        return {f.name for f in self.argv_log.iterdir()}
 
     def server(self, name: str, tag: str = "") -> Server:
         s = Server(self, name, tag)
@@ -387,13 +517,15 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
     """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line."""
     term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
     term.write_text("")
+    tag = name + (ENV_MODE_TAG if env.get("MYSQL_ROOT_PASSWORD") else "")
     full = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        **world.argv_env(tag),
         "HOME": str(world.root),
         "TMPDIR": str(world.root),
         "FLAVOR": "mariadb",
-        "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD,
-        "REPLICATION_PASSWORD": REPL_PASSWORD,
+        # as pods get them: files of the credentials Secret, never the environment
+        "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+        "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
         "TERMINATION_LOG": str(term),
     }
     full.update(env)
@@ -450,3 +582,187 @@ class Writer(threading.Thread):
     def stop(self):
         self.stop_flag.set()
         self.join(180)
+
+
+class Session:
+    """One client connection kept open (a `mariadb` process fed through stdin):
+    holds locks, runs statements that block.  Without `force` the client stops
+    at the first error, so a marker SELECT after a write is printed only when
+    the write returned OK."""
+
+    def __init__(self, srv: Server, user: str = "root", force: bool = False):
+        args = srv.client_args(user) + ["-n"] + (["--force"] if force else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        for f, acc in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=self._read, args=(f, acc), daemon=True).start()
+
+    @staticmethod
+    def _read(f, acc):
+        for line in f:
+            acc.append(line.rstrip("\n"))
+
+    def send(self, sql: str):
+        self.proc.stdin.write(sql + "\n")
+        self.proc.stdin.flush()
+
+    def wait_output(self, text: str, timeout: float = 30) -> bool:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(text in line for line in self.out):
+                return True
+            if self.proc.poll() is not None:
+                time.sleep(0.1)
+                return any(text in line for line in self.out)
+            time.sleep(0.05)
+        return False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def wait_for(cond, timeout: float = 30, interval: float = 0.05, what: str = "condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Cluster:
+    def __init__(self, world: World, tag: str, n: int = 3, extra_cnf: str = ""):
+        self.world = world
+        self.tag = tag
+        self.world_root_password = ROOT_PASSWORD
+        self.probe_seconds: list[float] = []
+        self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
+        self.pods = pods_env(self.servers)
+        # init containers of different pods run concurrently
+        with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
+            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
+                assert r.json["created"] is True, r
+        # sequentially, from this thread: a server gets SIGKILL when the thread
+        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
+        for s in self.servers:
+            if extra_cnf:
+                s.set_extra_cnf(extra_cnf)
+            s.start()
+
+    def __getitem__(self, name: str) -> Server:
+        return next(s for s in self.servers if s.name == name)
+
+    def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
+        env.setdefault("PODS", self.pods)
+        return run_script(script, self.world, {k: str(v) for k, v in env.items()})
+
+    def bootstrap(self):
+        r = self.run("bootstrap.sh", PRIMARY="")
+        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
+        p = self["db-0"]
+        p.query("CREATE DATABASE hook;"
+                "CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
+                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}';"
+                "GRANT SELECT, INSERT, UPDATE, DELETE ON hook.* TO 'app'@'%'")
+        return r
+
+    def running(self):
+        return [s for s in self.servers if s.running]
+
+    def writable(self):
+        return [s.name for s in self.running() if not s.read_only()]
+
+    def source_of(self, s: Server):
+        st = s.replica_status()
+        if not st.get("Master_Port"):
+            return None
+        port = int(st["Master_Port"])
+        return next((x.name for x in self.servers if x.port == port), f"?{port}")
+
+    def wait_synced(self, primary: Server, timeout: float = 60):
+        """Every running replica has executed the primary's binlog position."""
+        pos = primary.value("SELECT @@gtid_binlog_pos")
+        for s in self.running():
+            if s is primary or self.source_of(s) != primary.name:
+                continue
+            r = s.value(f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})")
+            assert r == "0", f"{s.name} did not reach {pos}: {s.replica_status()}"
+
+    def state(self):
+        """What 'same end state' compares: who is writable, who follows whom,
+        the GTID positions and the data."""
+        out = {}
+        for s in self.running():
+            st = s.replica_status()
+            out[s.name] = (
+                s.read_only(),
+                self.source_of(s),
+                st.get("Slave_IO_Running"),
+                st.get("Slave_SQL_Running"),
+                s.value("SELECT @@gtid_binlog_pos"),
+                s.value("SELECT COUNT(*) FROM hook.t") if s.value(
+                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='hook' AND table_name='t'") == "1" else None,
+            )
+        return out
+
+    def close(self):
+        for s in self.servers:
+            s.kill()
+
+
+
+def rows(s: Server) -> set[int]:
+    return {int(r[0]) for r in s.query("SELECT n FROM hook.t")}
+
+
+def content_hash(s: Server, table: str) -> str:
+    data = s.query(f"SELECT * FROM {table} ORDER BY 1")
+    return hashlib.sha256(repr(data).encode()).hexdigest()
+
+
+def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
+    """Writer on db-0; SIGKILL db-0 while INSERTs are in flight."""
+    w = Writer(c["db-0"], 1, "w", stop_on_error=True, max_seconds=60)
+    w.start()
+    deadline = time.time() + 30
+    while len(w.acked) < min_acked and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(w.acked) >= min_acked, "writer made no progress"
+    c["db-0"].kill()
+    w.join(60)
+    return w
+
+
+
+def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
+    pw_file = c.world.root / c.tag / "probe-root-password"
+    pw_file.parent.mkdir(parents=True, exist_ok=True)
+    pw_file.write_text(c.world_root_password)
+    env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
+           "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
+           "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
+    if rebuild_marker is not None:
+        env["REBUILD_MARKER"] = str(rebuild_marker)
+    t0 = time.time()
+    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
+                       timeout=30)
+    c.probe_seconds.append(time.time() - t0)
+    assert r.stderr == "", r.stderr
+    return r.returncode, r.stdout.strip()
+
+

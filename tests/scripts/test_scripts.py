@@ -9,7 +9,6 @@ result line.  Servers are always torn down.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import hashlib
 import os
@@ -19,131 +18,8 @@ import time
 import pytest
 
 from conftest import REPORT
-from dbcluster import (APP_PASSWORD, ROOT_PASSWORD, SCRIPTS, SetupError, Server, World, Writer, pods_env,
-                       run_script)
-
-
-# --------------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="session")
-def world():
-    try:
-        w = World()
-    except SetupError as e:
-        pytest.fail(f"cannot set up MariaDB servers: {e}")
-    REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
-                  + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
-    yield w
-    w.close()
-
-
-class Cluster:
-    def __init__(self, world: World, tag: str, n: int = 3):
-        self.world = world
-        self.tag = tag
-        self.world_root_password = ROOT_PASSWORD
-        self.probe_seconds: list[float] = []
-        self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
-        self.pods = pods_env(self.servers)
-        # init containers of different pods run concurrently
-        with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
-            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
-                assert r.json["created"] is True, r
-        # sequentially, from this thread: a server gets SIGKILL when the thread
-        # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
-        for s in self.servers:
-            s.start()
-
-    def __getitem__(self, name: str) -> Server:
-        return next(s for s in self.servers if s.name == name)
-
-    def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
-        env.setdefault("PODS", self.pods)
-        return run_script(script, self.world, {k: str(v) for k, v in env.items()})
-
-    def bootstrap(self):
-        r = self.run("bootstrap.sh", PRIMARY="")
-        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
-        p = self["db-0"]
-        p.query("CREATE DATABASE hook;"
-                "CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
-                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}';"
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON hook.* TO 'app'@'%'")
-        return r
-
-    def running(self):
-        return [s for s in self.servers if s.running]
-
-    def writable(self):
-        return [s.name for s in self.running() if not s.read_only()]
-
-    def source_of(self, s: Server):
-        st = s.replica_status()
-        if not st.get("Master_Port"):
-            return None
-        port = int(st["Master_Port"])
-        return next((x.name for x in self.servers if x.port == port), f"?{port}")
-
-    def wait_synced(self, primary: Server, timeout: float = 60):
-        """Every running replica has executed the primary's binlog position."""
-        pos = primary.value("SELECT @@gtid_binlog_pos")
-        for s in self.running():
-            if s is primary or self.source_of(s) != primary.name:
-                continue
-            r = s.value(f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})")
-            assert r == "0", f"{s.name} did not reach {pos}: {s.replica_status()}"
-
-    def state(self):
-        """What 'same end state' compares: who is writable, who follows whom,
-        the GTID positions and the data."""
-        out = {}
-        for s in self.running():
-            st = s.replica_status()
-            out[s.name] = (
-                s.read_only(),
-                self.source_of(s),
-                st.get("Slave_IO_Running"),
-                st.get("Slave_SQL_Running"),
-                s.value("SELECT @@gtid_binlog_pos"),
-                s.value("SELECT COUNT(*) FROM hook.t") if s.value(
-                    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='hook' AND table_name='t'") == "1" else None,
-            )
-        return out
-
-    def close(self):
-        for s in self.servers:
-            s.kill()
-
-
-@pytest.fixture
-def cluster(world, request):
-    c = Cluster(world, request.node.name)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def rows(s: Server) -> set[int]:
-    return {int(r[0]) for r in s.query("SELECT n FROM hook.t")}
-
-
-def content_hash(s: Server, table: str) -> str:
-    data = s.query(f"SELECT * FROM {table} ORDER BY 1")
-    return hashlib.sha256(repr(data).encode()).hexdigest()
-
-
-def kill_primary_mid_stream(c: Cluster, min_acked: int = 60) -> Writer:
-    """Writer on db-0; SIGKILL db-0 while INSERTs are in flight."""
-    w = Writer(c["db-0"], 1, "w", stop_on_error=True, max_seconds=60)
-    w.start()
-    deadline = time.time() + 30
-    while len(w.acked) < min_acked and time.time() < deadline:
-        time.sleep(0.05)
-    assert len(w.acked) >= min_acked, "writer made no progress"
-    c["db-0"].kill()
-    w.join(60)
-    return w
+from dbcluster import (REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks, content_hash,
+                       kill_primary_mid_stream, probe, read_argv_log, rows, run_script)
 
 
 # ------------------------------------------------------------------------ tests
@@ -221,20 +97,6 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         s.kill()
 
 
-def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None) -> tuple[int, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
-           "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-           "MYSQL_ROOT_PASSWORD": c.world_root_password}
-    if rebuild_marker is not None:
-        env["REBUILD_MARKER"] = str(rebuild_marker)
-    t0 = time.time()
-    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
-                       timeout=30)
-    c.probe_seconds.append(time.time() - t0)
-    assert r.stderr == "", r.stderr
-    return r.returncode, r.stdout.strip()
-
-
 def test_probes(world, request):
     c = Cluster(world, request.node.name, n=2)
     try:
@@ -307,13 +169,14 @@ def test_bootstrap(cluster):
     # idempotence: a second run changes nothing and says the same
     before = cluster.state()
     r2 = cluster.run("bootstrap.sh", PRIMARY="")
-    assert r2.rc == 0 and r2.json == r.json | {"gtid": r2.json["gtid"]}
+    assert r2.rc == 0 and r2.json == r.json | {"gtid": r2.json["gtid"]}, r2
     assert r2.json["gtid"] == p.value("SELECT @@gtid_binlog_pos")
     assert cluster.state() == before
 
-    # never a second primary: bootstrapping another pod is refused
+    # never a second primary: PRIMARY is only a hint, the running primary is kept
     r3 = cluster.run("bootstrap.sh", PRIMARY="db-1")
-    assert r3.rc != 0 and r3.json["reason"] == "primary-is-replica", r3
+    assert r3.rc == 0 and r3.json["primary"] == "db-0", r3
+    assert cluster.state() == before
     assert cluster.writable() == ["db-0"]
     REPORT.append(f"bootstrap: {r.seconds:.1f}s, rerun {r2.seconds:.1f}s")
 
@@ -328,40 +191,6 @@ def test_bootstrap_single_member_does_not_block(world, request):
         t0 = time.time()
         p.query("CREATE DATABASE solo; CREATE TABLE solo.x (i INT PRIMARY KEY); INSERT INTO solo.x VALUES (1)")
         assert time.time() - t0 < 5
-    finally:
-        c.close()
-
-
-def test_failover_reopens_a_restarted_single_member(world, request):
-    """One member: a restarted server comes back read-only (my.cnf) and there is no
-    replica to promote; failover.sh makes it writable again, every row kept
-    (the real-server loop's scenario 3 found a single server read-only forever)."""
-    c = Cluster(world, request.node.name, n=1)
-    try:
-        r = c.run("bootstrap.sh", PRIMARY="")
-        assert r.rc == 0 and r.json["result"] == "bootstrapped", r
-        p = c["db-0"]
-        p.query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, ts DATETIME(6));"
-                f"CREATE USER 'app'@'%' IDENTIFIED BY '{APP_PASSWORD}'; GRANT SELECT, INSERT ON hook.* TO 'app'@'%'")
-        for i in range(1, 21):
-            p.query(f"INSERT INTO hook.t VALUES ({i}, 's', @@server_id, NOW(6))", user="app")
-        p.kill()
-        p.start()
-        assert p.read_only(), "a restarted server is expected to come back read-only"
-        r = c.run("failover.sh", PRIMARY="db-0")
-        assert r.rc == 0 and r.json["result"] == "promoted" and r.json["primary"] == "db-0", r
-        assert r.json["replicas"] == [] and r.json["semiSync"] is False, r
-        assert c.writable() == ["db-0"]
-        p.query("INSERT INTO hook.t VALUES (21, 's', @@server_id, NOW(6))", user="app")
-        assert rows(p) == set(range(1, 22))
-        # A rerun (the Job retried) changes nothing.
-        r2 = c.run("failover.sh", PRIMARY="db-0")
-        assert r2.rc == 0 and r2.json["primary"] == "db-0", r2
-        assert c.writable() == ["db-0"]
-        # Down: nothing to promote, a clear error.
-        p.kill()
-        r3 = c.run("failover.sh", PRIMARY="db-0")
-        assert r3.rc != 0 and r3.json["reason"] == "no-candidate", r3
     finally:
         c.close()
 
@@ -515,8 +344,10 @@ def test_errant_old_primary_is_rebuild_needed(cluster):
 
 
 def test_failover_fences_reachable_primary(cluster):
-    """The hook may fail over from a primary that still answers (unhealthy):
-    it is fenced read-only first and ends up a replica of the new primary."""
+    """The hook may fail over from a primary that still answers (unhealthy, or
+    restarted read-only): it is fenced first (read-only, clients cut off); it
+    holds everything, so it is promoted again in place (no needless move) and
+    the replicas follow it."""
     cluster.bootstrap()
     p = cluster["db-0"]
     for i in range(1, 31):
@@ -524,15 +355,15 @@ def test_failover_fences_reachable_primary(cluster):
     cluster.wait_synced(p)
     r = cluster.run("failover.sh", PRIMARY="db-0")
     assert r.rc == 0 and r.json["result"] == "promoted" and r.json["fenced"] is True, r
-    new = r.json["primary"]
-    assert cluster.writable() == [new]
-    assert sorted(r.json["replicas"]) == [x for x in ("db-0", "db-1", "db-2") if x != new]
-    np = cluster[new]
-    assert p.replicating_from(np) and p.read_only()
-    with pytest.raises(Exception):
-        p.query("INSERT INTO hook.t VALUES (99, 'x', 0, NOW())", user="app")
-    np.query("INSERT INTO hook.t VALUES (100, 'n', @@server_id, NOW(6))", user="app")
-    cluster.wait_synced(np)
+    assert r.json["primary"] == "db-0" == r.json["promoted"], r
+    assert cluster.writable() == ["db-0"]
+    assert sorted(r.json["replicas"]) == ["db-1", "db-2"]
+    for name in ("db-1", "db-2"):
+        assert cluster[name].replicating_from(p) and cluster[name].read_only()
+        with pytest.raises(Exception):
+            cluster[name].query("INSERT INTO hook.t VALUES (99, 'x', 0, NOW())", user="app")
+    p.query("INSERT INTO hook.t VALUES (100, 'n', @@server_id, NOW(6))", user="app")
+    cluster.wait_synced(p)
     for s in cluster.servers:
         assert rows(s) == set(range(1, 31)) | {100}, s.name
 
@@ -585,7 +416,7 @@ def test_switchover(cluster):
         f"switchover: acknowledged by db-0={len(wa.acked)} by db-1={len(wb.acked)} by db-2={len(wc.acked)}; "
         f"rows on new primary={len(on_new)} lost={len(lost)}; "
         f"last write accepted by db-0 {max(by_sid.get(1, ['-']))}, first by db-1 {min(by_sid.get(2, ['-']))}; "
-        f"switchover.sh {r.seconds:.1f}s")
+        f"switchover.sh {r.seconds:.1f}s, writes refused for {r.json.get('frozenMs')} ms")
     assert not lost
     assert wa.acked and wb.acked, "writers should have succeeded before and after"
     assert not wc.acked, "a replica accepted a write"
@@ -695,3 +526,279 @@ def test_backup_restore_and_point_in_time(cluster, world, request):
         assert pr3.rc != 0 and pr3.json["reason"] == "target-not-empty", pr3
     finally:
         fresh2.kill()
+
+
+def test_no_password_on_any_command_line(world, request):
+    """Issue 18.3: no password ever reaches a command line (/proc/<pid>/cmdline,
+    `ps`, process-exec audit logs); issue 18.7: nor the environment of a
+    program a script starts (/proc/<pid>/environ).  Every program the scripts execute is
+    reached through recording wrappers (dbcluster.make_argv_wrappers); this
+    scenario runs every script along the paths that handle passwords: init.sh
+    creating root accounts, bootstrap creating the repl account and pointing
+    replicas at the primary (MASTER_PASSWORD), switchover and failover
+    repointing, join/agent, probes, backup and a point-in-time restore
+    (dump load and binlog replay)."""
+    before = world.argv_files()
+    c = Cluster(world, request.node.name, n=3)
+    fresh = None
+    try:
+        c.bootstrap()
+        p = c["db-0"]
+        for i in range(1, 11):
+            p.query(f"INSERT INTO hook.t VALUES ({i}, 'a', @@server_id, NOW(6))", user="app")
+        c.wait_synced(p)
+        pf = world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        assert probe(c, "readiness", "db-0", pf)[0] == 0
+        assert probe(c, "liveness", "db-1", pf)[0] == 0
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+        assert r.rc == 0 and r.json["primary"] == "db-1", r
+        r = c.run("failover.sh", PRIMARY="db-1")
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        new = r.json["primary"]
+        pf.write_text(new + "\n")
+        other = next(n for n in ("db-0", "db-1", "db-2") if n != new)
+        r = c.run("join.sh", POD_NAME=other, PRIMARY_FILE=pf)
+        assert r.rc == 0 and r.json["result"] in ("joined", "already-replica"), r
+        r = c.run("agent.sh", POD_NAME=other, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+        assert r.rc == 0, r
+        # Passwords given in the environment (not as pods do) stay in the script:
+        # none of the programs it starts inherits them.
+        env_before = world.argv_files()
+        r = c.run("join.sh", POD_NAME=other, PRIMARY_FILE=pf, MYSQL_ROOT_PASSWORD_FILE="", REPLICATION_PASSWORD_FILE="",
+                  MYSQL_ROOT_PASSWORD=ROOT_PASSWORD, REPLICATION_PASSWORD=REPL_PASSWORD)
+        assert r.rc == 0 and r.json["result"] == "already-replica", r
+        env_mode = read_argv_log(world.argv_log, only=world.argv_files() - env_before)
+        inherited = [argv[0] for _, argv, env in env_mode if argv[0].startswith("mariadb")
+                     and any(ROOT_PASSWORD in kv or REPL_PASSWORD in kv for kv in env)]
+        assert len(env_mode) > 3 and not inherited, f"client programs inherited the passwords: {inherited}"
+        bdir = world.root / c.tag / "backups"
+        bdir.mkdir(parents=True)
+        r = c.run("backup.sh", PRIMARY=new, BACKUP_DIR=bdir, BACKUP_NAME="b1")
+        assert r.rc == 0, r
+        for i in range(11, 21):
+            c[new].query(f"INSERT INTO hook.t VALUES ({i}, 'b', @@server_id, NOW(6))", user="app")
+        c.wait_synced(c[new])
+        r = c.run("backup.sh", PRIMARY=new, BACKUP_DIR=bdir, BACKUP_NAME="b2")
+        assert r.rc == 0, r
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        until = (_utc_now() + datetime.timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
+        r = run_script("restore.sh", world, {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0",
+                                             "RESTORE_FROM": str(bdir / "b1"),
+                                             "RESTORE_BINLOGS_FROM": str(bdir / "b2"), "RESTORE_UNTIL": until})
+        assert r.rc == 0 and r.json["pitr"] is True, r
+        assert rows(fresh) == set(range(1, 21))
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()
+    records = read_argv_log(world.argv_log, only=world.argv_files() - before)
+    tags = {t for t, _, _ in records}
+    scripts = {"init.sh", "bootstrap.sh", "switchover.sh", "failover.sh", "join.sh", "agent.sh", "probe.sh",
+               "backup.sh", "restore.sh"}
+    assert scripts <= tags, f"no command line recorded for {sorted(scripts - tags)}"
+    clients = [argv for _, argv, _ in records if argv[0] in ("mariadb", "mariadb-dump", "mariadb-binlog",
+                                                             "mariadb-admin", "mariadbd", "mariadb-install-db")]
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
+    REPORT.append(f"command lines and environments: {len(records)} execs recorded through {world.wrapped} wrappers, "
+                  f"{len(clients)} of them MariaDB programs; holding a password: {len(leaks)}")
+    assert len(clients) > 50
+    assert not leaks, "\n".join(leaks[:20])
+
+
+# Issue 18.6: a store is not trusted.  Lines a tampered dump or binary log could
+# carry that the client would execute itself, not send to the server.
+CLIENT_COMMANDS = [
+    "\\! touch {m}/bang",
+    "system touch {m}/system",
+    "\\. {m}/sourced.sql",
+    "source {m}/sourced.sql",
+    "\\T {m}/tee",
+    "tee {m}/tee2",
+]
+
+
+def _client_command_lines(markers) -> str:
+    (markers / "sourced.sql").write_text(f"\\! touch {markers}/via-source\n")
+    return "".join(line.format(m=markers) + "\n" for line in CLIENT_COMMANDS)
+
+
+def _markers_created(markers) -> list[str]:
+    return sorted(p.name for p in markers.iterdir() if p.name != "sourced.sql")
+
+
+@pytest.mark.parametrize("flavor", ["mariadb", "mysql"])
+def test_replay_pipe_runs_no_client_command(world, request, flavor):
+    """sql_stdin, the pipe every dump load and binlog replay goes through,
+    must hand everything to the server: client commands (\\!, system, source,
+    tee) in the stream are not executed by the client, for both flavors.  The
+    MySQL branch runs MariaDB's client under the name `mysql` (both clients
+    document --binary-mode the same way), against a real server."""
+    s = world.server("db-0", request.node.name)
+    try:
+        s.initialize()
+        s.start()
+        markers = world.root / request.node.name / "markers"
+        markers.mkdir()
+        shim = world.root / request.node.name / "shim"
+        shim.mkdir()
+        # `mysql` is MariaDB's client, minus the MySQL-only option common.sh
+        # writes into the client option file (get-server-public-key).
+        (shim / "mysql").write_text(
+            "#!/bin/bash\nargs=()\nfor a in \"$@\"; do\n  case $a in\n"
+            "    --defaults-extra-file=*) f=$(mktemp); grep -v '^get-server-public-key' \"${a#*=}\" > \"$f\"\n"
+            "      args+=(\"--defaults-extra-file=$f\") ;;\n"
+            "    *) args+=(\"$a\") ;;\n  esac\ndone\nexec mariadb \"${args[@]}\"\n")
+        (shim / "mysql").chmod(0o755)
+        term = world.root / request.node.name / "term"
+        # first line too: `system` is a command there even without --named-commands
+        stream = _client_command_lines(markers) + "SELECT 1;\n" + _client_command_lines(markers)
+        env = {**world.argv_env("sql_stdin"), "FLAVOR": flavor, "PODS": f"db-0={s.addr}", "HOME": str(world.root),
+               "TMPDIR": str(world.root), "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+               "TERMINATION_LOG": str(term)}
+        env["PATH"] = f"{shim}:{env['PATH']}"
+        r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; sql_stdin db-0; RESULT_DONE=1'], input=stream,
+                           env=env, capture_output=True, text=True, timeout=60)
+        created = _markers_created(markers)
+        REPORT.append(f"client commands through sql_stdin ({flavor}): exit {r.returncode}, executed: {created or 'none'}")
+        assert created == [], f"{flavor}: the client executed {created}; stderr: {r.stderr[-2000:]}"
+        # refused, by the client (an unknown command in binary mode, a disabled
+        # one in the sandbox) or by the server (a syntax error), after connecting
+        assert r.returncode == 1 and "ERROR" in r.stderr and "connect" not in r.stderr, r.stderr[-2000:]
+    finally:
+        s.kill()
+
+
+def test_restore_of_a_tampered_backup_runs_no_client_command(world, request):
+    """A backup whose dump.sql was altered in the store (its SHA256SUMS
+    recomputed: the store holds both) carries client commands; restore.sh
+    must not run them (it fails: the server rejects them as SQL)."""
+    c = Cluster(world, request.node.name, n=1)
+    fresh = None
+    try:
+        r = c.run("bootstrap.sh", PRIMARY="")
+        assert r.rc == 0, r
+        c["db-0"].query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY); INSERT INTO hook.t VALUES (1)")
+        bdir = world.root / c.tag / "backups"
+        bdir.mkdir(parents=True)
+        r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b1")
+        assert r.rc == 0, r
+        markers = world.root / c.tag / "markers"
+        markers.mkdir()
+        dump = bdir / "b1" / "dump.sql"
+        lines = dump.read_text().splitlines(keepends=True)
+        evil = _client_command_lines(markers)
+        dump.write_text("".join(lines[:5]) + evil + "".join(lines[5:]) + evil)
+        sums = subprocess.run(["sha256sum", "dump.sql"], cwd=bdir / "b1", capture_output=True, text=True, check=True)
+        others = [ln for ln in (bdir / "b1" / "SHA256SUMS").read_text().splitlines() if not ln.endswith(" dump.sql")]
+        (bdir / "b1" / "SHA256SUMS").write_text(sums.stdout + "".join(ln + "\n" for ln in others))
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        rr = run_script("restore.sh", world, {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0",
+                                              "RESTORE_FROM": str(bdir / "b1")})
+        created = _markers_created(markers)
+        REPORT.append(f"tampered backup: restore.sh exit {rr.rc} ({rr.json.get('reason')}), client commands executed: "
+                      f"{created or 'none'}")
+        assert created == [], f"restore.sh executed {created}"
+        assert rr.rc != 0, rr
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()
+
+
+def test_replication_user_can_only_replicate(cluster):
+    """Issue 18.5: the account replicas log in with holds REPLICATION SLAVE and
+    nothing else: its password (in every pod) reads no data and administers
+    nothing.  Replication and semi-sync acknowledgements work with it."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    grants = [g[0] for g in p.query("SHOW GRANTS FOR 'repl'@'%'")]
+    REPORT.append(f"repl grants: {[g.split(' IDENTIFIED')[0] for g in grants]}")
+    assert len(grants) == 1 and grants[0].startswith("GRANT REPLICATION SLAVE ON *.* TO `repl`@`%`"), grants
+    p.query("INSERT INTO hook.t VALUES (1, 'r', @@server_id, NOW(6))", user="app")
+    cluster.wait_synced(p)
+    # the insert was acknowledged by a replica logged in as repl (semi-sync)
+    assert int(p.query("SHOW STATUS LIKE 'Rpl_semi_sync_master_yes_tx'")[0][1]) >= 1
+    for s in cluster.servers:
+        assert rows(s) == {1}, s.name
+    cnf = cluster.world.root / cluster.tag / "repl.cnf"
+    from dbcluster import REPL_PASSWORD, client_cnf
+    client_cnf(cnf, "repl", REPL_PASSWORD)
+    base = ["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1", "-P", str(p.port), "-N", "-B"]
+    for q in ("SELECT COUNT(*) FROM hook.t", "SELECT COUNT(*) FROM mysql.user", "SET GLOBAL read_only=OFF",
+              "CREATE DATABASE x", "SHOW SLAVE STATUS", "SHOW BINLOG EVENTS", "FLUSH LOGS"):
+        r = subprocess.run(base + ["-e", q], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and "denied" in r.stderr.lower(), f"repl may run {q!r}: {r.stdout}{r.stderr}"
+
+
+def test_signed_backups_restore_only_when_the_signature_holds(world, request):
+    """Issue 18.6: a backup signed with a key kept outside the store (HMAC-SHA256
+    over SHA256SUMS, which covers dump.sql, the binary logs and manifest.json)
+    restores only when the signature verifies under the restore's key: an altered
+    file with its checksum recomputed, a missing signature or another key are
+    refused before anything is loaded."""
+    import hmac as hmac_mod
+    c = Cluster(world, request.node.name, n=1)
+    fresh = None
+    try:
+        assert c.run("bootstrap.sh", PRIMARY="").rc == 0
+        c["db-0"].query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY); INSERT INTO hook.t VALUES (7)")
+        base = world.root / c.tag
+        key = base / "signing-key"
+        key.write_bytes(os.urandom(32) + b"\n")   # any bytes, a trailing newline included
+        other = base / "other-key"
+        other.write_bytes(os.urandom(32))
+        bdir = base / "backups"
+        bdir.mkdir()
+        r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b1", BACKUP_SIGNING_KEY_FILE=key)
+        assert r.rc == 0, r
+        b1 = bdir / "b1"
+        sums = (b1 / "SHA256SUMS").read_bytes()
+        assert b"manifest.json" in sums, "the manifest is covered by the checksums"
+        want = hmac_mod.new(key.read_bytes(), sums, hashlib.sha256).hexdigest()
+        assert (b1 / "SIGNATURE").read_text() == f"hmac-sha256 {want}\n"
+
+        fresh = world.server("db-0", request.node.name + "-restore")
+        fresh.initialize()
+        fresh.start()
+        env = {"PODS": f"db-0={fresh.addr}", "POD_NAME": "db-0", "RESTORE_FROM": str(b1)}
+
+        def restore(**extra):
+            return run_script("restore.sh", world, {**env, **{k: str(v) for k, v in extra.items()}})
+
+        outcomes = {}
+        # another key, then no signature, then an altered dump with its checksum recomputed
+        r = restore(RESTORE_VERIFY_KEY_FILE=other)
+        outcomes["other key"] = (r.rc, r.json.get("reason"))
+        sig = (b1 / "SIGNATURE").read_bytes()
+        (b1 / "SIGNATURE").unlink()
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        outcomes["no signature"] = (r.rc, r.json.get("reason"))
+        (b1 / "SIGNATURE").write_bytes(sig)
+        dump = b1 / "dump.sql"
+        original = dump.read_bytes()
+        dump.write_bytes(original.replace(b"(7)", b"(666)"))
+        fixed = subprocess.run(["sha256sum", "dump.sql"], cwd=b1, capture_output=True, text=True, check=True).stdout
+        (b1 / "SHA256SUMS").write_text(fixed + "".join(
+            ln + "\n" for ln in sums.decode().splitlines() if not ln.endswith(" dump.sql")))
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        outcomes["altered"] = (r.rc, r.json.get("reason"))
+        REPORT.append(f"signed backup: refused restores {outcomes}")
+        for what, (rc, reason) in outcomes.items():
+            assert rc != 0 and reason == "bad-signature", f"{what}: {rc} {reason}"
+        assert fresh.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='hook'") == "0", \
+            "nothing may be loaded before the signature is checked"
+        # the genuine backup restores
+        dump.write_bytes(original)
+        (b1 / "SHA256SUMS").write_bytes(sums)
+        r = restore(RESTORE_VERIFY_KEY_FILE=key)
+        assert r.rc == 0 and r.json["result"] == "restored", r
+        assert fresh.value("SELECT n FROM hook.t") == "7"
+    finally:
+        c.close()
+        if fresh:
+            fresh.kill()

@@ -29,8 +29,9 @@ pub const PODS_PER_JOB: usize = 3;
 pub fn ctx() -> Context {
     Context {
         now: NOW.parse::<Timestamp>().unwrap_or_else(|e| panic!("{e}")),
-        secret_seed: hooks::credentials::fold_seed(b"mysql-hook test fixtures"),
+        entropy: hooks::credentials::fold_seed(b"mysql-hook test fixtures"),
         scripts_image: "ghcr.io/mysql-hook/mysql-hook:0.1.0".to_owned(),
+        allowed_images: Vec::new(),
     }
 }
 

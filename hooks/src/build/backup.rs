@@ -15,8 +15,8 @@ use k8s_openapi::{
     api::{
         batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
         core::v1::{
-            Container, EnvFromSource, EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
-            PodSpec, PodTemplateSpec, SecretEnvSource, Volume,
+            Container, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaimVolumeSource,
+            PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
         },
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
@@ -24,7 +24,8 @@ use k8s_openapi::{
 
 use super::{meta, pod};
 use crate::{
-    api::{BackupStorage, S3Target},
+    access,
+    api::{BackupStorage, S3Target, SecretKeyRef},
     labels,
     model::Cluster,
     scripts,
@@ -96,6 +97,8 @@ pub struct BackupPod<'a> {
     pub pods: String,
     pub retention: Option<Retention>,
     pub labels: BTreeMap<String, String>,
+    /// The key `backup.sh` signs the backup with (`spec.backup.signingKey`).
+    pub signing_key: Option<&'a SecretKeyRef>,
 }
 
 /// The Job spec of a backup.
@@ -124,6 +127,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, false),
                 ]),
@@ -137,6 +141,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, false),
                 ]),
@@ -158,7 +163,11 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    let (mut init, mut main) = (init, main);
+    for server in init.iter_mut().chain([&mut main]).filter(|k| k.name == "backup") {
+        with_key(server, &mut volumes, b.signing_key, "BACKUP_SIGNING_KEY_FILE");
+    }
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &b.labels, init, main, volumes)
 }
 
@@ -173,6 +182,8 @@ pub struct RestorePod<'a> {
     pub until: Option<String>,
     pub target: String,
     pub labels: BTreeMap<String, String>,
+    /// The key the backup's signature must verify with (`spec.restore.signingKey`).
+    pub verify_key: Option<&'a SecretKeyRef>,
 }
 
 /// The Job spec of a restore.
@@ -195,6 +206,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("backups", PVC_MOUNT, true),
                 ]),
@@ -216,6 +228,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
                     pod::scripts_mount(),
+                    pod::credentials_mount(),
                     pod::mount("tmp", "/tmp", false),
                     pod::mount("staging", STAGING, true),
                 ]),
@@ -225,7 +238,11 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]);
+    let mut main = main;
+    if main.name == "restore" {
+        with_key(&mut main, &mut volumes, r.verify_key, "RESTORE_VERIFY_KEY_FILE");
+    }
+    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
     job_spec(c, &r.labels, init, main, volumes)
 }
 
@@ -259,7 +276,7 @@ fn job_spec(
     main: Container,
     volumes: Vec<Volume>,
 ) -> JobSpec {
-    JobSpec {
+    let mut spec = JobSpec {
         backoff_limit: Some(BACKOFF_LIMIT),
         active_deadline_seconds: Some(DEADLINE_SECONDS),
         template: PodTemplateSpec {
@@ -271,11 +288,17 @@ fn job_spec(
                 volumes: Some(volumes),
                 security_context: Some(pod::pod_security()),
                 enable_service_links: Some(false),
+                // Nothing in the pod talks to the Kubernetes API.
+                automount_service_account_token: Some(false),
                 ..Default::default()
             }),
         },
         ..Default::default()
+    };
+    if let Some(pod_spec) = spec.template.spec.as_mut() {
+        pod::place_job(c, pod_spec);
     }
+    spec
 }
 
 fn server_container(c: &Cluster, name: &str, command: Vec<String>, env: Vec<EnvVar>) -> Container {
@@ -296,10 +319,6 @@ fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Cont
         image: Some(s3.image.clone().unwrap_or_else(|| DEFAULT_UPLOADER_IMAGE.to_owned())),
         command: Some(vec!["sh".to_owned(), "-c".to_owned(), script]),
         env: Some(env),
-        env_from: Some(vec![EnvFromSource {
-            secret_ref: Some(SecretEnvSource { name: s3.credentials_secret.clone(), optional: Some(false) }),
-            ..Default::default()
-        }]),
         volume_mounts: Some(vec![pod::mount("tmp", "/tmp", false), pod::mount("staging", STAGING, false)]),
         security_context: Some(pod::container_security()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
@@ -307,13 +326,30 @@ fn uploader(s3: &S3Target, name: &str, script: String, env: Vec<EnvVar>) -> Cont
     }
 }
 
+/// The bucket's coordinates, and from the credentials Secret only the keys the AWS
+/// CLI reads, one by one (never the whole Secret: see [`crate::access`]).
 fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
-    let mut env = vec![
+    let mut env: Vec<EnvVar> = access::S3_KEYS
+        .iter()
+        .map(|(key, required)| EnvVar {
+            name: (*key).to_owned(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: s3.credentials_secret.clone(),
+                    key: (*key).to_owned(),
+                    optional: Some(!required),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect();
+    env.extend([
         pod::env("S3_BUCKET", s3.bucket.as_str()),
         pod::env("S3_PREFIX", s3.prefix.as_deref().unwrap_or_default()),
         pod::env("AWS_DEFAULT_REGION", s3.region.as_deref().unwrap_or("us-east-1")),
         pod::env("HOME", "/tmp"),
-    ];
+    ]);
     if let Some(e) = &s3.endpoint {
         env.push(pod::env("S3_ENDPOINT", e.as_str()));
     }
@@ -335,6 +371,29 @@ fn backup_name_env(name: &BackupName) -> EnvVar {
             ..Default::default()
         },
     }
+}
+
+/// Where a signing or verification key is mounted in the container that runs the
+/// script.
+const KEY_DIR: &str = "/etc/mysql-hook-signing";
+
+/// The key (one item of an opted-in Secret, see [`crate::access`]) as the file
+/// `variable` names, for `container` only: the uploader never sees it.
+fn with_key(container: &mut Container, volumes: &mut Vec<Volume>, key: Option<&SecretKeyRef>, variable: &str) {
+    let Some(key) = key else { return };
+    volumes.push(Volume {
+        name: "signing-key".to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(key.name.clone()),
+            items: Some(vec![KeyToPath { key: key.key.clone(), path: "key".to_owned(), ..Default::default() }]),
+            default_mode: Some(0o440),
+            optional: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    container.volume_mounts.get_or_insert_with(Vec::new).push(pod::mount("signing-key", KEY_DIR, true));
+    container.env.get_or_insert_with(Vec::new).push(pod::env(variable, format!("{KEY_DIR}/key")));
 }
 
 fn claim_volume(claim: &str, read_only: bool) -> Volume {

@@ -37,7 +37,7 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
     let mut env = pod::script_env(c);
     env.push(pod::env("TERMINATION_LOG", "/dev/termination-log"));
     env.extend(r.env.iter().cloned());
-    Job {
+    let mut job = Job {
         metadata: meta(&name, pod_labels.clone()),
         spec: Some(JobSpec {
             backoff_limit: Some(3),
@@ -55,20 +55,32 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
                         volume_mounts: Some(vec![
                             pod::config_mount(),
                             pod::scripts_mount(),
+                            pod::credentials_mount(),
                             pod::mount("tmp", "/tmp", false),
                         ]),
                         security_context: Some(pod::container_security()),
                         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
                         ..Default::default()
                     }],
-                    volumes: Some(vec![pod::config_volume(c), pod::scripts_volume(), pod::empty_dir("tmp")]),
+                    volumes: Some(vec![
+                        pod::config_volume(c),
+                        pod::scripts_volume(),
+                        pod::credentials_volume(c),
+                        pod::empty_dir("tmp"),
+                    ]),
                     security_context: Some(pod::pod_security()),
                     enable_service_links: Some(false),
+                    // Nothing in the pod talks to the Kubernetes API.
+                    automount_service_account_token: Some(false),
                     ..Default::default()
                 }),
             },
             ..Default::default()
         }),
         ..Default::default()
+    };
+    if let Some(spec) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod::place_job(c, spec);
     }
+    job
 }

@@ -5,6 +5,7 @@
 pub mod backup;
 pub mod config;
 pub mod job;
+pub mod network;
 pub mod pdb;
 pub mod pod;
 pub mod service;

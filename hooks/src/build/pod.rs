@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::core::v1::{
-        Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+        Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
         ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SeccompProfile, SecretKeySelector,
-        SecurityContext, Volume, VolumeMount,
+        SecretVolumeSource, SecurityContext, Volume, VolumeMount,
     },
     apimachinery::pkg::api::resource::Quantity,
 };
@@ -31,7 +31,9 @@ pub fn env(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar { name: name.to_owned(), value: Some(value.into()), ..Default::default() }
 }
 
-fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
+/// `NAME` from key `key` of Secret `secret`.
+#[must_use]
+pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value_from: Some(EnvVarSource {
@@ -46,16 +48,77 @@ fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
     }
 }
 
-/// The variables every script reads (see `hooks/scripts/README.md`).
+/// The variables every Job script reads (see `hooks/scripts/README.md`): a Job is
+/// created for the membership of its moment, so `PODS` is part of it. The passwords
+/// are files of the [`credentials_volume`] (mounted by [`credentials_mount`]), never
+/// environment variables: an environment is inherited by every process a script
+/// starts, readable in `/proc/<pid>/environ` and shown by `kubectl describe`.
 #[must_use]
 pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
+    let mut vars = credentials_env(c);
+    vars.insert(2, env("PODS", c.pods_env()));
+    vars
+}
+
+/// The variables of the server pods' scripts. The membership is not among them:
+/// it lives in the config ConfigMap (`pods`, read through `PODS_FILE`), so scaling
+/// changes no pod template and restarts no server; a new pod that starts before
+/// its kubelet sees the new file knows its own address from `POD_HOST`.
+#[must_use]
+pub fn server_env(c: &Cluster) -> Vec<EnvVar> {
+    let mut vars = credentials_env(c);
+    vars.extend([
+        pod_name_env(),
+        env("POD_HOST", format!("$(POD_NAME).{}.{}.svc:3306", c.names.headless, c.namespace)),
+        env("PODS_FILE", scripts::config_path(crate::memory::PODS_KEY)),
+    ]);
+    vars
+}
+
+fn credentials_env(c: &Cluster) -> Vec<EnvVar> {
     vec![
         env("FLAVOR", c.flavor.as_str()),
         env("CLUSTER", c.names.cluster.as_str()),
-        env("PODS", c.pods_env()),
-        secret_env("MYSQL_ROOT_PASSWORD", &c.credentials_secret, credentials::ROOT_PASSWORD),
-        secret_env("REPLICATION_PASSWORD", &c.credentials_secret, credentials::REPLICATION_PASSWORD),
+        env("MYSQL_ROOT_PASSWORD_FILE", credentials_path(credentials::ROOT_PASSWORD)),
+        env("REPLICATION_PASSWORD_FILE", credentials_path(credentials::REPLICATION_PASSWORD)),
     ]
+}
+
+/// Where the credentials Secret's keys are mounted, read-only.
+pub const CREDENTIALS_DIR: &str = "/etc/mysql-hook-credentials";
+/// Name of the volume of the credentials Secret.
+pub const CREDENTIALS_VOLUME: &str = "credentials";
+
+fn credentials_path(key: &str) -> String {
+    format!("{CREDENTIALS_DIR}/{key}")
+}
+
+/// The two password keys of the credentials Secret as files, readable by the
+/// `mysql` group only (`fsGroup`).
+#[must_use]
+pub fn credentials_volume(c: &Cluster) -> Volume {
+    Volume {
+        name: CREDENTIALS_VOLUME.to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(c.credentials_secret.clone()),
+            items: Some(
+                credentials::KEYS
+                    .iter()
+                    .map(|k| KeyToPath { key: (*k).to_owned(), path: (*k).to_owned(), ..Default::default() })
+                    .collect(),
+            ),
+            default_mode: Some(0o440),
+            optional: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The credentials, for the containers that run scripts (and mysqld's probes).
+#[must_use]
+pub fn credentials_mount() -> VolumeMount {
+    mount(CREDENTIALS_VOLUME, CREDENTIALS_DIR, true)
 }
 
 /// `POD_NAME` from the downward API.
@@ -71,7 +134,26 @@ pub fn pod_name_env() -> EnvVar {
     }
 }
 
-/// The config ConfigMap as a volume: option file and current primary.
+/// The name of the volume of a pod's own option file.
+pub const OPTION_FILE_VOLUME: &str = "mysql-hook-cnf";
+/// Where a server pod's own option file is mounted.
+pub const OPTION_FILE_DIR: &str = "/etc/mysql-hook-cnf";
+
+/// The option file ConfigMap of this template's revision, as a volume.
+#[must_use]
+pub fn option_file_volume(c: &Cluster) -> Volume {
+    Volume {
+        name: OPTION_FILE_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: c.names.option_file(&c.config_hash),
+            default_mode: Some(0o444),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The config ConfigMap as a volume: current primary and membership.
 #[must_use]
 pub fn config_volume(c: &Cluster) -> Volume {
     Volume {
@@ -133,6 +215,16 @@ pub fn install_scripts(c: &Cluster) -> Container {
         security_context: Some(container_security()),
         ..Default::default()
     }
+}
+
+/// Where a Job pod runs, from `spec.pod`: the same nodes, taints, priority and
+/// pull secrets as the servers (affinity and spread are the servers' own).
+pub fn place_job(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    let p = &c.placement;
+    spec.node_selector = (!p.node_selector.is_empty()).then(|| p.node_selector.clone());
+    spec.tolerations = (!p.tolerations.is_empty()).then(|| p.tolerations.clone());
+    spec.priority_class_name.clone_from(&p.priority_class_name);
+    spec.image_pull_secrets = (!p.image_pull_secrets.is_empty()).then(|| p.image_pull_secrets.clone());
 }
 
 /// Pod-level security: non-root as the image's `mysql` user, RuntimeDefault seccomp.

@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 };
 
 use super::meta;
-use crate::{labels, model::Cluster, observed::Observed};
+use crate::{api::ServiceExposure, labels, model::Cluster, observed::Observed};
 
 const PORT: i32 = 3306;
 const PORT_NAME: &str = "mysql";
@@ -55,9 +55,9 @@ pub fn primary(c: &Cluster) -> Service {
     let mut selector = labels::database_selector(&c.names);
     selector.insert(labels::POD_NAME.to_owned(), c.primary.clone());
     Service {
-        metadata: meta(&c.names.primary, labels::common(&c.names, labels::DATABASE)),
+        metadata: exposed(meta(&c.names.primary, labels::common(&c.names, labels::DATABASE)), &c.services.primary),
         spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".to_owned()),
+            type_: Some(c.services.primary.type_.as_str().to_owned()),
             selector: Some(selector),
             ports: Some(vec![port()]),
             ..Default::default()
@@ -69,14 +69,25 @@ pub fn primary(c: &Cluster) -> Service {
 #[must_use]
 pub fn replicas(c: &Cluster) -> Service {
     Service {
-        metadata: meta(&c.names.replicas, labels::common(&c.names, labels::DATABASE)),
+        metadata: exposed(meta(&c.names.replicas, labels::common(&c.names, labels::DATABASE)), &c.services.replicas),
         spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".to_owned()),
+            type_: Some(c.services.replicas.type_.as_str().to_owned()),
             ports: Some(vec![ServicePort { target_port: None, ..port() }]),
             ..Default::default()
         }),
         ..Default::default()
     }
+}
+
+/// A Service's metadata with the annotations `spec.services` gives it.
+fn exposed(
+    mut meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    e: &ServiceExposure,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    if !e.annotations.is_empty() {
+        meta.annotations = Some(e.annotations.clone());
+    }
+    meta
 }
 
 /// The EndpointSlices of `<name>-replicas`: one for IPv4, always (so the Service has

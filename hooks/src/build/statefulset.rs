@@ -16,8 +16,9 @@ use k8s_openapi::{
             StatefulSetSpec, StatefulSetUpdateStrategy,
         },
         core::v1::{
-            Affinity, Container, ContainerPort, ExecAction, PersistentVolumeClaim, PersistentVolumeClaimStatus,
-            PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe, WeightedPodAffinityTerm,
+            Affinity, Container, ContainerPort, EnvVar, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
+            PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
+            SecretVolumeSource, TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
         },
     },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
@@ -25,14 +26,20 @@ use k8s_openapi::{
 
 use super::{meta, pod};
 use crate::{
-    api::{DeletionPolicy, Flavor},
-    labels,
+    api::{AntiAffinity, DeletionPolicy, Flavor},
+    credentials, labels, memory,
     model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
+    names::short_hash,
     scripts,
 };
 
-/// Pod template annotation carrying the option file's hash.
-pub const CONFIG_HASH: &str = "mysqlhook.dev/config-hash";
+/// Pod template annotation: a hash of the whole template without it. The rollout
+/// compares it with the observed StatefulSet's to tell a new template, whatever
+/// changed in it (version, image, configuration, resources, scripts image, ...).
+pub const TEMPLATE_HASH: &str = "mysqlhook.dev/template-hash";
+/// Pod template annotation: the server version the template runs, as declared (so
+/// a custom image without a version tag still says which version its pods ran).
+pub const VERSION: &str = "mysqlhook.dev/version";
 const DATA_DIR: &str = "/var/lib/mysql";
 const CONF_DIR: &str = "/etc/mysql/conf.d";
 
@@ -73,28 +80,47 @@ pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
                 // replaces this list whole) from seeing a difference on every sync.
                 status: Some(PersistentVolumeClaimStatus { phase: Some("Pending".to_owned()), ..Default::default() }),
             }]),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels::common(&c.names, labels::DATABASE)),
-                    annotations: Some(BTreeMap::from([(CONFIG_HASH.to_owned(), c.config_hash.clone())])),
-                    ..Default::default()
-                }),
-                spec: Some(pod_spec(c, &selector)),
-            },
+            template: template(c),
             ..Default::default()
         },
         ..Default::default()
     }
 }
 
+/// The servers' pod template, with its [`TEMPLATE_HASH`].
+#[must_use]
+pub fn template(c: &Cluster) -> PodTemplateSpec {
+    let selector = labels::database_selector(&c.names);
+    // Extra labels and annotations first, the hook's own over them (model.rs has
+    // already removed and reported any that would clash).
+    let mut pod_labels = c.placement.labels.clone();
+    pod_labels.extend(labels::common(&c.names, labels::DATABASE));
+    let mut annotations = c.placement.annotations.clone();
+    annotations.insert(VERSION.to_owned(), c.version.clone());
+    let mut template = PodTemplateSpec {
+        metadata: Some(ObjectMeta { labels: Some(pod_labels), annotations: Some(annotations), ..Default::default() }),
+        spec: Some(pod_spec(c, &selector)),
+    };
+    let hash = short_hash(&serde_json::to_vec(&template).unwrap_or_default());
+    if let Some(a) = template.metadata.as_mut().and_then(|m| m.annotations.as_mut()) {
+        a.insert(TEMPLATE_HASH.to_owned(), hash);
+    }
+    template
+}
+
+/// The [`TEMPLATE_HASH`] of a pod template, if it has one.
+#[must_use]
+pub fn template_hash(template: &PodTemplateSpec) -> Option<&str> {
+    template.metadata.as_ref()?.annotations.as_ref()?.get(TEMPLATE_HASH).map(String::as_str)
+}
+
 fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
-    let mut env = pod::script_env(c);
+    let mut env = pod::server_env(c);
     env.extend([
-        pod::pod_name_env(),
         pod::env("CONF_DIR", CONF_DIR),
         pod::env("DATA_DIR", DATA_DIR),
-        pod::env("PRIMARY_FILE", scripts::config_path("primary")),
-        pod::env("MY_CNF", scripts::config_path(MY_CNF)),
+        pod::env("PRIMARY_FILE", scripts::config_path(memory::PRIMARY_KEY)),
+        pod::env("MY_CNF", format!("{}/{MY_CNF}", pod::OPTION_FILE_DIR)),
         // Written by join.sh (agent) when this server has diverged, read by probe.sh
         // (mysqld): /tmp is the emptyDir both containers mount.
         pod::env("REBUILD_MARKER", "/tmp/mysql-hook-rebuild-needed"),
@@ -106,7 +132,9 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::mount("run", "/var/run/mysqld", false),
         pod::mount("tmp", "/tmp", false),
         pod::config_mount(),
+        pod::mount(pod::OPTION_FILE_VOLUME, pod::OPTION_FILE_DIR, true),
         pod::scripts_mount(),
+        pod::credentials_mount(),
     ];
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
@@ -130,7 +158,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
     };
     PodSpec {
         init_containers: Some(vec![pod::install_scripts(c), container("init", pod::run_script("init.sh"))]),
-        containers: vec![
+        containers: [
             Container {
                 ports: Some(vec![ContainerPort {
                     name: Some("mysql".to_owned()),
@@ -142,46 +170,162 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 startup_probe: Some(probe("liveness", 10, 60)),
                 liveness_probe: Some(probe("liveness", 10, 6)),
                 readiness_probe: Some(probe("readiness", 2, 2)),
+                // A primary being deleted (drain, eviction) keeps serving until the
+                // hook's switchover has handed its role over (or PRESTOP_WAIT, below
+                // the grace period, has passed): seconds of refused writes, not a failover.
+                lifecycle: Some(Lifecycle {
+                    pre_stop: Some(LifecycleHandler {
+                        exec: Some(ExecAction { command: Some(pod::run_script("prestop.sh")) }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
                 ..container(MYSQLD, vec![server_binary(c.flavor).to_owned()])
             },
             Container {
                 resources: Some(pod::small_resources("10m", "32Mi", "128Mi")),
+                env: Some(env.iter().cloned().chain(exporter_account_env(c)).collect()),
+                volume_mounts: Some(
+                    mounts
+                        .iter()
+                        .cloned()
+                        .chain(c.exporter.as_ref().map(|_| pod::mount("exporter-secret", EXPORTER_SECRET_DIR, true)))
+                        .collect(),
+                ),
                 ..container("agent", pod::run_script("agent.sh"))
             },
-        ],
-        volumes: Some(vec![
-            pod::config_volume(c),
-            pod::scripts_volume(),
-            pod::empty_dir("conf"),
-            pod::empty_dir("run"),
-            pod::empty_dir("tmp"),
-        ]),
+        ]
+        .into_iter()
+        .chain(exporter(c))
+        .collect(),
+        volumes: Some(
+            vec![pod::config_volume(c), pod::option_file_volume(c), pod::scripts_volume(), pod::credentials_volume(c)]
+                .into_iter()
+                .chain(c.exporter.as_ref().map(|_| Volume {
+                    name: "exporter-secret".to_owned(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(c.names.exporter.clone()),
+                        default_mode: Some(0o440),
+                        optional: Some(false),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }))
+                .chain([pod::empty_dir("conf"), pod::empty_dir("run"), pod::empty_dir("tmp")])
+                .collect(),
+        ),
         security_context: Some(pod::pod_security()),
         // mysqld flushes and closes cleanly on SIGTERM; give a large buffer pool time.
         termination_grace_period_seconds: Some(120),
-        affinity: Some(Affinity {
-            pod_anti_affinity: Some(PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                    weight: 100,
-                    pod_affinity_term: PodAffinityTerm {
-                        topology_key: "kubernetes.io/hostname".to_owned(),
-                        label_selector: Some(LabelSelector {
-                            match_labels: Some(selector.clone()),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
+        affinity: Some(affinity(c, selector)),
+        topology_spread_constraints: spread(c, selector),
         enable_service_links: Some(false),
+        // Nothing in the pod talks to the Kubernetes API.
+        automount_service_account_token: Some(false),
+        node_selector: (!c.placement.node_selector.is_empty()).then(|| c.placement.node_selector.clone()),
+        tolerations: (!c.placement.tolerations.is_empty()).then(|| c.placement.tolerations.clone()),
+        priority_class_name: c.placement.priority_class_name.clone(),
+        image_pull_secrets: (!c.placement.image_pull_secrets.is_empty())
+            .then(|| c.placement.image_pull_secrets.clone()),
         ..Default::default()
     }
 }
 
+/// `spec.pod.affinity` when given; else the servers spread over nodes, preferred or
+/// required (`spec.pod.antiAffinity`): a node lost then takes one server, not two.
+fn affinity(c: &Cluster, selector: &BTreeMap<String, String>) -> Affinity {
+    if let Some(a) = &c.placement.affinity {
+        return a.clone();
+    }
+    let term = PodAffinityTerm {
+        topology_key: "kubernetes.io/hostname".to_owned(),
+        label_selector: Some(LabelSelector { match_labels: Some(selector.clone()), ..Default::default() }),
+        ..Default::default()
+    };
+    let anti = match c.placement.anti_affinity {
+        AntiAffinity::Preferred => PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                weight: 100,
+                pod_affinity_term: term,
+            }]),
+            ..Default::default()
+        },
+        AntiAffinity::Required => PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![term]),
+            ..Default::default()
+        },
+    };
+    Affinity { pod_anti_affinity: Some(anti), ..Default::default() }
+}
+
+/// `spec.pod.topologySpreadConstraints`, each selecting the servers when it names no
+/// pods of its own.
+fn spread(c: &Cluster, selector: &BTreeMap<String, String>) -> Option<Vec<TopologySpreadConstraint>> {
+    let constraints: Vec<TopologySpreadConstraint> = c
+        .placement
+        .topology_spread_constraints
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if t.label_selector.is_none() {
+                t.label_selector = Some(LabelSelector { match_labels: Some(selector.clone()), ..Default::default() });
+            }
+            t
+        })
+        .collect();
+    (!constraints.is_empty()).then_some(constraints)
+}
+
 const DATA_DIR_VOLUME: &str = DATA_VOLUME;
+
+/// The socket the exporter logs in through: mysqld's own in both images, on the
+/// `run` emptyDir the containers share. A socket login is how MySQL 8.4's default
+/// `caching_sha2_password` works without TLS, and it keeps the account local.
+const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
+/// The exporter's port.
+pub const EXPORTER_PORT: i32 = 9104;
+
+/// For the agent, with the exporter: it keeps the account `exporter` on the primary
+/// with this password (`exporter-user.sh`), checking it through the socket.
+fn exporter_account_env(c: &Cluster) -> Vec<EnvVar> {
+    if c.exporter.is_none() {
+        return Vec::new();
+    }
+    vec![
+        pod::env("EXPORTER_PASSWORD_FILE", format!("{EXPORTER_SECRET_DIR}/{}", credentials::EXPORTER_PASSWORD)),
+        pod::env("EXPORTER_SOCKET", SOCKET),
+    ]
+}
+
+/// Where the agent finds the exporter's password (a file, never its environment).
+const EXPORTER_SECRET_DIR: &str = "/etc/mysql-hook-exporter";
+
+/// The `mysqld_exporter` sidecar, when asked for. It has no probes on purpose: a
+/// container that is not Ready makes the pod not Ready, and a primary pod that is
+/// not Ready is failed over; an exporter that cannot log in says so itself
+/// (`mysql_up 0`). It mounts only the socket's directory, read-only.
+fn exporter(c: &Cluster) -> Option<Container> {
+    let e = c.exporter.as_ref()?;
+    Some(Container {
+        name: crate::model::EXPORTER.to_owned(),
+        image: Some(e.image.clone()),
+        args: Some(vec![
+            format!("--mysqld.address=unix://{SOCKET}"),
+            "--mysqld.username=exporter".to_owned(),
+            format!("--web.listen-address=:{EXPORTER_PORT}"),
+        ]),
+        env: Some(vec![pod::secret_env("MYSQLD_EXPORTER_PASSWORD", &c.names.exporter, credentials::EXPORTER_PASSWORD)]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_owned()),
+            container_port: EXPORTER_PORT,
+            ..Default::default()
+        }]),
+        resources: Some(e.resources.clone()),
+        volume_mounts: Some(vec![pod::mount("run", "/var/run/mysqld", true)]),
+        security_context: Some(pod::container_security()),
+        ..Default::default()
+    })
+}
 
 /// The server binary of each image.
 fn server_binary(flavor: Flavor) -> &'static str {

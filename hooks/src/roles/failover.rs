@@ -6,10 +6,12 @@
 //! is missing, being deleted, or has no Ready condition yet) it starts at the first
 //! sync that saw it so, recorded in `status.failover.primaryNotReadySince`; when
 //! both exist the earlier wins, so a pod recreated after its deletion does not
-//! restart the grace period. Then, if a replica is Ready, no other role change is
-//! in flight and no backoff after a failed attempt runs, a failover starts.
-//! A single server has no replica: its failover Job makes it writable again
-//! (it restarted, and every server starts read-only) if it answers.
+//! restart the grace period. Then, if no other role change is in flight and no
+//! backoff after a failed attempt runs, a failover starts when it can promote
+//! someone safely: the old primary's server still runs (a primary that restarted
+//! read-only: the Job fences it and, as the most advanced server, makes it writable
+//! again; this is also how a single server recovers), or a replica is Ready and
+//! at least the quorum of replica servers runs (see [`super::quorum`]).
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
@@ -24,6 +26,10 @@ pub struct Facts<'a> {
     pub primary: &'a str,
     pub observed: &'a Observed<'a>,
     pub replicas: i32,
+    /// Replica servers a failover must examine (E).
+    pub quorum: i32,
+    /// A human forced a failover of this primary with fewer ([`super::FORCE_FAILOVER`]).
+    pub forced: bool,
     pub spec: &'a FailoverSpec,
     pub initialized: bool,
     /// The outage recorded so far.
@@ -72,11 +78,11 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
             verdict(false, "Disabled", "spec.failover.enabled is false: a failed primary is not replaced".to_owned())
         } else if f.replicas < 2 {
             verdict(
-                false,
+                true,
                 "SingleServer",
                 format!(
-                    "one server: there is no replica to promote; if it stays not Ready for {grace}s, a failover \
-                     Job makes it writable again"
+                    "one server: if {} stays not Ready for {grace}s while its server runs (a restart comes back read-only), a Job makes it writable again; there is no replica to fail over to",
+                    f.primary
                 ),
             )
         } else if candidates.is_empty() {
@@ -90,9 +96,10 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
                 true,
                 "Armed",
                 format!(
-                    "a failover starts if {} stays not Ready for {grace}s; candidates: {}",
+                    "a failover starts if {} stays not Ready for {grace}s; candidates: {}; it needs {} replica server(s) answering",
                     f.primary,
-                    candidates.join(", ")
+                    candidates.join(", "),
+                    f.quorum
                 ),
             )
         };
@@ -118,18 +125,6 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
         return idle(
             status,
             verdict(false, "Disabled", format!("{down}; spec.failover.enabled is false: it is not replaced")),
-        );
-    }
-    // One server: no replica to promote, but a restarted server comes back
-    // read-only (every server starts so) and only a role change may open it. The
-    // failover Job of a one-member cluster makes that member writable again if it
-    // answers and replicates from nobody; with no other member there is no second
-    // writable server to fear, and it holds every commit it acknowledged.
-    let single = f.replicas == 1;
-    if f.replicas < 1 {
-        return idle(
-            status,
-            verdict(false, "SingleServer", format!("{down}; one server: there is no replica to promote")),
         );
     }
     let deadline = after(since, grace);
@@ -180,25 +175,35 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
         }
         None => {}
     }
-    if single {
-        if member.is_none_or(|m| m.terminating) {
-            return wait(
-                status,
-                verdict(false, "SingleServer", format!("{down}; one server: it is reopened once its pod runs")),
-                i64::from(BUSY_SECONDS),
-            );
-        }
-        return Assessment {
-            status,
-            verdict: verdict(true, "FailingOver", format!("{down}; one server: starting a failover that reopens it")),
-            start: true,
-            resync_after: None,
-        };
-    }
-    if candidates.is_empty() {
+    let primary_runs = member.is_some_and(|m| m.mysqld_running);
+    let running_replicas = f
+        .observed
+        .members
+        .values()
+        .filter(|m| m.name != f.primary && !m.terminating && m.mysqld_running && m.ordinal < f.replicas)
+        .count();
+    let running_replicas = i32::try_from(running_replicas).unwrap_or(i32::MAX);
+    if !primary_runs && candidates.is_empty() {
         return wait(
             status,
             verdict(false, "NoReadyReplica", format!("{down}; no replica is Ready, so none can be promoted")),
+            i64::from(BUSY_SECONDS),
+        );
+    }
+    if !primary_runs && running_replicas < f.quorum && !f.forced {
+        return wait(
+            status,
+            verdict(
+                false,
+                "NoQuorum",
+                format!(
+                    "{down}; {running_replicas} of {} replica servers run, and a failover must examine {} so that no acknowledged commit is lost (it could sit on a replica that does not answer); it waits. To fail over anyway, accepting that loss: kubectl annotate mysql <name> {}={}",
+                    f.replicas - 1,
+                    f.quorum,
+                    super::FORCE_FAILOVER,
+                    f.primary
+                ),
+            ),
             i64::from(BUSY_SECONDS),
         );
     }

@@ -6,14 +6,26 @@
 //! role-change Job (failover or switchover) has succeeded and named a member of
 //! the cluster in its termination message.
 //!
-//! At most one role change runs at a time, and that is decided from one field:
-//! `status.operation`. The Job of an operation is emitted while the observed
-//! status names it; in the sync that sees it finish, the outcome is recorded in
-//! status (and the Job emitted one last time), and from the next sync on, the
-//! recorded status no longer names it and the Job is dropped. As with
-//! [`bootstrap`](crate::bootstrap), the status remembers what happened, not the
-//! Job. No sync emits more than one role-change Job, and none starts a role change
-//! in the sync that finishes one.
+//! At most one role change runs at a time. The operation in flight is
+//! `status.operation`, or, when the status does not record it (lost, or older than
+//! the Job), the newest running role-change Job, rebuilt from the Job itself (its
+//! name gives kind and number, its environment the pods, its annotation the
+//! reason). In the sync that sees the Job finish, the outcome is recorded in status.
+//! A failed Job is emitted one last time and then dropped; the Job that promoted
+//! the current primary is kept until a newer role change has promoted one: with
+//! the config ConfigMap's annotations it is what the primary is rebuilt from when
+//! the status is lost or stale (see [`crate::memory`]). No sync starts a role
+//! change in the sync that finishes one.
+//!
+//! A role change only starts when it can keep the promise that nothing
+//! acknowledged is lost: with R replicas, commits wait for A = 1 acknowledgement
+//! (lossless semi-sync; MariaDB has exactly one, and one keeps MySQL the same), so
+//! a failover examines E = R - A + 1 = R replicas: every replica must answer
+//! (A + E > R). The hook starts it only when that many replica servers run (or the
+//! old primary's server runs: then it is fenced and, being the most advanced, may
+//! be promoted again); the Job checks it again against the servers that answer
+//! (`QUORUM`). The annotation `mysqlhook.dev/force-failover: <primary pod>` lets a
+//! human force a failover of that primary with fewer, accepting the loss.
 //!
 //! [`failover`] decides when the primary has failed; [`switchover`] handles the
 //! `mysqlhook.dev/switchover-to` annotation; [`crate::rollout`] may ask for a
@@ -30,6 +42,7 @@ use k8s_openapi::{
 };
 
 use crate::{
+    api::Flavor,
     api::{
         FailoverSpec, FailoverStatus, MySQLStatus, Operation, OperationKind, RoleChange, SwitchoverResult,
         SwitchoverStatus,
@@ -39,13 +52,19 @@ use crate::{
         pod::env,
     },
     jobs::{self, ScriptResult},
-    labels,
+    memory::{self, Memory, RoleJob},
     model::Cluster,
     observed::{JobState, Observed},
 };
 
 /// The annotation on a `MySQL` that requests a switchover to the named pod.
 pub const SWITCHOVER_TO: &str = "mysqlhook.dev/switchover-to";
+/// The annotation on a `MySQL` that forces a failover of the named (failed) primary
+/// with fewer replicas answering than the quorum: a human's decision to accept
+/// losing acknowledged commits that only the silent replicas hold.
+pub const FORCE_FAILOVER: &str = "mysqlhook.dev/force-failover";
+/// The annotation on a role-change Job that records why it was started.
+pub const REASON: &str = "mysqlhook.dev/reason";
 /// Condition: whether automatic failover can act, and what it is doing.
 pub const AUTOMATIC_FAILOVER: &str = "AutomaticFailover";
 /// Condition: the state of the requested switchover (present while requested).
@@ -55,6 +74,9 @@ pub const SWITCHOVER: &str = "Switchover";
 const REQUESTED: &str = "Requested";
 const ROLLOUT: &str = "Rollout";
 const PRIMARY_NOT_READY: &str = "PrimaryNotReady";
+const PRIMARY_TERMINATING: &str = "PrimaryTerminating";
+/// The reason of an operation rebuilt from a Job that carries none.
+const UNKNOWN: &str = "Unknown";
 
 /// Role changes kept in `status.roleChanges`.
 const HISTORY: usize = 10;
@@ -65,7 +87,24 @@ const RESULT_WAIT_SECONDS: i64 = 120;
 /// How long a created Job may stay unobserved (rejected by the API server?).
 const JOB_APPEAR_SECONDS: i64 = 300;
 /// Job purposes that change roles.
-const PURPOSES: [&str; 2] = ["failover", "switchover"];
+const PURPOSES: [&str; 2] = memory::ROLE_PURPOSES;
+
+/// Replica acknowledgements a commit waits for (A). MariaDB's semi-sync has exactly
+/// one; MySQL could wait for more (MOCO: half the servers) and examine fewer
+/// replicas in a failover, at the price of blocking writes sooner: one keeps both
+/// flavors on the same arithmetic, which the MariaDB suite proves.
+#[must_use]
+pub fn acknowledgements(_flavor: Flavor, servers: i32) -> i32 {
+    i32::from(servers > 1)
+}
+
+/// Replicas a failover must examine (E) so that A + E > R: every acknowledged
+/// commit is then on an examined replica, and the most advanced one holds it.
+#[must_use]
+pub fn quorum(flavor: Flavor, servers: i32) -> i32 {
+    let replicas = (servers - 1).max(0);
+    (replicas - acknowledgements(flavor, servers) + 1).clamp(0, replicas)
+}
 
 /// One condition this module decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +155,10 @@ pub struct Input<'a> {
     pub initialized: bool,
     /// False in finalize: running operations go on, none starts.
     pub may_start: bool,
+    /// What the hook remembers (the primary's epoch, the Job counter).
+    pub memory: &'a Memory,
+    /// The pod the [`FORCE_FAILOVER`] annotation names.
+    pub force_failover: Option<&'a str>,
     pub now: Timestamp,
 }
 
@@ -124,14 +167,13 @@ pub struct Input<'a> {
 pub struct Roles {
     /// The primary after this sync.
     pub primary: String,
+    /// The number of the role change that made it the primary (0: the bootstrap).
+    pub epoch: i32,
     /// The one role-change Job to emit, if any.
     pub job: Option<Job>,
-    /// Running role-change Jobs the status does not record: leaving them out would
-    /// delete them in the middle of a promotion, so they are emitted as they are
-    /// ([`jobs::keep`]). A finished one is not kept: if it is newer than the status,
-    /// keeping it would block every new attempt for good, since this stale sync's
-    /// status loses its record; deleted, the next attempt (the scripts are
-    /// idempotent) redoes what it did.
+    /// Observed role-change Jobs emitted as they are ([`jobs::keep`]): the one that
+    /// promoted the current primary (the record of it), and any other that still
+    /// runs (leaving it out would delete it in the middle of a promotion).
     pub kept: Vec<Job>,
     pub operation: Option<Operation>,
     pub operations_started: i32,
@@ -140,6 +182,8 @@ pub struct Roles {
     pub role_changes: Vec<RoleChange>,
     pub conditions: Vec<Verdict>,
     pub resync_after: Option<u32>,
+    /// A rollout's switchover failed in this sync: why (the rollout backs off).
+    pub rollout_switchover_failed: Option<String>,
 }
 
 impl Roles {
@@ -157,61 +201,89 @@ pub fn plan(input: &Input<'_>) -> Roles {
     let now = Timestamp::from_second(input.now.as_second()).unwrap_or(input.now);
     let mut r = Roles {
         primary: c.primary.clone(),
+        epoch: input.memory.primary.as_ref().filter(|p| p.pod == c.primary).map_or(0, |p| p.epoch),
         job: None,
         kept: Vec::new(),
         operation: None,
-        operations_started: prev.operations_started,
+        operations_started: input.memory.operations_started.max(prev.operations_started),
         failover: prev.failover.clone(),
         switchover: prev.switchover.clone(),
         role_changes: prev.role_changes.clone(),
         conditions: Vec::new(),
         resync_after: None,
+        rollout_switchover_failed: None,
     };
+    let role_jobs = memory::role_jobs(input.observed, &c.names);
 
     let mut blocker = (!input.may_start).then_some(Blocker::Finalizing);
-    if let Some(op) = &prev.operation {
-        blocker = Some(match progress(input, op, now) {
+    if let Some(op) = in_flight(input, &role_jobs, now) {
+        blocker = Some(match progress(input, &op, now) {
             Progress::Running(job) => {
                 r.job = Some(job);
                 r.operation = Some(op.clone());
                 r.resync(BUSY_SECONDS);
-                Blocker::Running(op.clone())
+                Blocker::Running(op)
             }
-            Progress::Succeeded(job, to) => {
+            Progress::Succeeded(job, to, note) => {
                 r.job = Some(job);
-                succeeded(&mut r, op, to, now);
+                succeeded(&mut r, &op, to, note.as_deref(), now);
                 Blocker::JustFinished
             }
             Progress::Failed(job, why) => {
                 r.job = Some(job);
-                failed(&mut r, op, &why, now);
+                failed(&mut r, &op, &why, now);
                 Blocker::JustFinished
             }
         });
     }
-    let current = r.operation.as_ref().map(|o| o.job.as_str());
-    let running_stray = |j: &Job| {
-        let purpose = j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE));
-        purpose.is_some_and(|p| PURPOSES.contains(&p.as_str())) && Observed::job_state(j) == JobState::Running
-    };
-    r.kept = input
-        .observed
-        .jobs()
-        .filter(|j| j.metadata.name.as_deref() != current && running_stray(j))
-        .map(jobs::keep)
-        .collect();
-    let stray = !r.kept.is_empty()
-        || input.observed.job_pods_active(&PURPOSES, current)
-        || ahead_of_status(input, r.operations_started);
+    let current = r.job.as_ref().and_then(|j| j.metadata.name.clone());
+    // The record of the current primary, and anything that still runs.
+    for rj in &role_jobs {
+        let Some(job) = rj.job.filter(|_| Some(rj.name) != current.as_deref()) else { continue };
+        let evidence =
+            rj.number == r.epoch && memory::promoted_by(input.observed, job, &c.names).is_some_and(|p| p == r.primary);
+        if evidence && !r.role_changes.iter().any(|rc| rc.job == rj.name) {
+            // The status lost (or never got) the record of the change it came from.
+            r.role_changes.push(recovered_change(job, rj, &r.primary, now));
+            let excess = r.role_changes.len().saturating_sub(HISTORY);
+            r.role_changes.drain(..excess);
+        }
+        if evidence || Observed::job_state(job) == JobState::Running {
+            r.kept.push(jobs::keep(job));
+        }
+    }
+    let stray = role_jobs.iter().any(|rj| {
+        rj.job.is_some_and(|j| Observed::job_state(j) == JobState::Running) && Some(rj.name) != current.as_deref()
+    }) || input.observed.job_pods_active(&PURPOSES, current.as_deref());
     if blocker.is_none() && stray {
         blocker = Some(Blocker::Stray);
         r.resync(BUSY_SECONDS);
+    }
+
+    // A primary being deleted (a drain, an eviction) hands over inside its grace
+    // period, while its server still answers: seconds of refused writes, not a failover.
+    if blocker.is_none()
+        && input.initialized
+        && c.replicas > 1
+        && input.observed.member(&r.primary).is_some_and(|m| m.terminating && m.mysqld_running)
+        && let Some(target) = input
+            .observed
+            .ready_members()
+            .filter(|m| m.name != r.primary && !m.terminating && m.ordinal < c.replicas)
+            .map(|m| m.name.to_owned())
+            .next()
+    {
+        let from = r.primary.clone();
+        let op = start(&mut r, input, OperationKind::Switchover, PRIMARY_TERMINATING, from, Some(target), now);
+        blocker = Some(Blocker::Running(op));
     }
 
     let outage = failover::assess(&failover::Facts {
         primary: &r.primary,
         observed: input.observed,
         replicas: c.replicas,
+        quorum: quorum(c.flavor, c.replicas),
+        forced: input.force_failover.is_some_and(|p| p == r.primary),
         spec: input.failover,
         initialized: input.initialized,
         previous: r.failover.as_ref(),
@@ -231,11 +303,10 @@ pub fn plan(input: &Input<'_>) -> Roles {
             type_: AUTOMATIC_FAILOVER,
             status: true,
             reason: "FailingOver",
-            message: if c.replicas == 1 {
-                format!("Job {} is making {from}, the only server, writable again", op.job)
-            } else {
-                format!("Job {} is promoting the most advanced Ready replica in place of {from}", op.job)
-            },
+            message: format!(
+                "Job {} is making the most advanced server writable in place of {from} (which may be {from} again, once fenced)",
+                op.job
+            ),
         });
         blocker = Some(Blocker::Running(op));
     }
@@ -286,16 +357,58 @@ pub fn plan(input: &Input<'_>) -> Roles {
     r
 }
 
+/// The operation in flight: the status's, unless a newer role-change Job runs that
+/// it does not record (the status is stale or was lost): then that Job's, rebuilt
+/// from the Job.
+fn in_flight(input: &Input<'_>, role_jobs: &[RoleJob<'_>], now: Timestamp) -> Option<Operation> {
+    let recorded = input.previous.operation.clone();
+    let running = role_jobs
+        .iter()
+        .filter(|rj| rj.job.is_some_and(|j| Observed::job_state(j) == JobState::Running))
+        .max_by_key(|rj| rj.number);
+    match (recorded, running) {
+        (Some(op), Some(rj)) => {
+            let n = memory::role_job_number(&input.cluster.names, &op.job).map_or(0, |(_, n)| n);
+            if n >= rj.number { Some(op) } else { rj.job.map(|job| rebuild(job, rj, now)) }
+        }
+        (Some(op), None) => Some(op),
+        (None, Some(rj)) => rj.job.map(|job| rebuild(job, rj, now)),
+        (None, None) => None,
+    }
+}
+
+/// An operation as its Job describes it.
+fn rebuild(job: &Job, rj: &RoleJob<'_>, now: Timestamp) -> Operation {
+    let kind = if rj.purpose == "failover" { OperationKind::Failover } else { OperationKind::Switchover };
+    let reason = job.metadata.annotations.as_ref().and_then(|a| a.get(REASON)).map_or(UNKNOWN, String::as_str);
+    Operation {
+        kind,
+        job: rj.name.to_owned(),
+        from: memory::job_env(job, "PRIMARY").unwrap_or_default().to_owned(),
+        target: memory::job_env(job, "TARGET").map(str::to_owned),
+        reason: reason.to_owned(),
+        started_at: job.metadata.creation_timestamp.clone().unwrap_or(Time(now)),
+    }
+}
+
+/// The record of a role change rebuilt from its Job.
+fn recovered_change(job: &Job, rj: &RoleJob<'_>, to: &str, now: Timestamp) -> RoleChange {
+    let op = rebuild(job, rj, now);
+    let time = job.status.as_ref().and_then(|s| s.completion_time.clone()).unwrap_or(op.started_at);
+    RoleChange { kind: op.kind, from: op.from, to: to.to_owned(), reason: op.reason, time, job: op.job }
+}
+
 /// How the running operation's Job stands.
 enum Progress {
     Running(Job),
-    Succeeded(Job, String),
+    /// The pod it made writable, and what went wrong after that, if anything.
+    Succeeded(Job, String, Option<String>),
     Failed(Job, String),
 }
 
 fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
-    let job = job_for(input.cluster, op);
     let Some(observed) = input.observed.job(&op.job) else {
+        let job = job_for(input, op);
         // Just created, or not yet in Metacontroller's cache: keep it; but a Job the
         // API server never accepted must not block every role change forever.
         if now.as_second() - op.started_at.0.as_second() > JOB_APPEAR_SECONDS {
@@ -306,15 +419,23 @@ fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
         }
         return Progress::Running(job);
     };
+    // Emitted as observed: the Job was built from the state of its own time.
+    let job = jobs::keep(observed);
     match Observed::job_state(observed) {
         JobState::Running => Progress::Running(job),
         JobState::Failed => {
-            let why = input.observed.job_message(&op.job).map_or_else(|| "no result was written".to_owned(), error_of);
-            Progress::Failed(job, format!("Job {} failed: {why}", op.job))
+            let text = input.observed.job_message(&op.job);
+            let why = text.map_or_else(|| "no result was written".to_owned(), error_of);
+            // A promotion happened before the failure: the promoted server is
+            // writable, so it is the primary now, whatever failed after.
+            match text.map(ScriptResult::parse).and_then(|r| r.promoted).filter(|p| is_member(p, input.cluster)) {
+                Some(to) => Progress::Succeeded(job, to, Some(format!("Job {} failed after promoting: {why}", op.job))),
+                None => Progress::Failed(job, format!("Job {} failed: {why}", op.job)),
+            }
         }
         JobState::Succeeded => match input.observed.job_result(&op.job) {
             Some(text) => match promoted(text, input.cluster) {
-                Ok(to) => Progress::Succeeded(job, to),
+                Ok(to) => Progress::Succeeded(job, to, None),
                 Err(why) => Progress::Failed(job, format!("Job {} succeeded but {why}", op.job)),
             },
             None => {
@@ -335,6 +456,10 @@ fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
     }
 }
 
+fn is_member(pod: &str, c: &Cluster) -> bool {
+    c.names.ordinal(pod).is_some_and(|o| o < c.replicas)
+}
+
 /// `reason: message` of a script's error result, or the text itself (clipped)
 /// when it is not one.
 fn error_of(text: &str) -> String {
@@ -352,13 +477,18 @@ fn promoted(text: &str, c: &Cluster) -> Result<String, String> {
         ));
     }
     let primary = result.primary.unwrap_or_default();
-    match c.names.ordinal(&primary) {
-        Some(o) if o < c.replicas => Ok(primary),
-        _ => Err(format!("it named {primary:?}, which is not a member of the cluster")),
+    if is_member(&primary, c) {
+        Ok(primary)
+    } else {
+        Err(format!("it named {primary:?}, which is not a member of the cluster"))
     }
 }
 
-fn succeeded(r: &mut Roles, op: &Operation, to: String, now: Timestamp) {
+fn succeeded(r: &mut Roles, op: &Operation, to: String, note: Option<&str>, now: Timestamp) {
+    // Role-change Jobs are named `<cluster>-<purpose>-<n>`: the primary's new epoch.
+    if let Some(n) = op.job.rsplit_once('-').and_then(|(_, n)| n.parse().ok()) {
+        r.epoch = n;
+    }
     r.role_changes.push(RoleChange {
         kind: op.kind,
         from: op.from.clone(),
@@ -377,7 +507,10 @@ fn succeeded(r: &mut Roles, op: &Operation, to: String, now: Timestamp) {
             result: SwitchoverResult::Succeeded,
             job: Some(op.job.clone()),
             reason: "Switched".to_owned(),
-            message: format!("{to} took over from {} (Job {})", op.from, op.job),
+            message: match note {
+                Some(note) => format!("{to} took over from {} ({note})", op.from),
+                None => format!("{to} took over from {} (Job {})", op.from, op.job),
+            },
         });
     }
     r.primary = to;
@@ -393,6 +526,7 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
             f.last_error = Some(why.to_owned());
             r.failover = Some(f);
         }
+        OperationKind::Switchover if op.reason == ROLLOUT => r.rollout_switchover_failed = Some(why.to_owned()),
         OperationKind::Switchover if op.reason != REQUESTED => {}
         OperationKind::Switchover => {
             r.switchover = Some(SwitchoverStatus {
@@ -411,27 +545,6 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
 pub fn backoff_seconds(n: i32) -> i64 {
     let doublings = u32::try_from(n.saturating_sub(1).clamp(0, 5)).unwrap_or(0);
     (10_i64 << doublings).min(300)
-}
-
-/// Whether a role-change Job (or a Job seen only through its pods) numbered past
-/// `operations_started` exists, in any state. If so, the observed status is
-/// older than the Job (Metacontroller can send a parent from before its last
-/// status write while the Job it created has already finished). Starting another
-/// attempt then would run two role changes for one outage; the full loop saw one
-/// failover create and delete Jobs five times that way. Waiting for a sync with
-/// the newer status is always safe.
-fn ahead_of_status(input: &Input<'_>, operations_started: i32) -> bool {
-    // A role-change Job is named `names.job(purpose, n)`, which always ends in `-<n>`:
-    // only an observed name with such a suffix in range is worth building names
-    // for (usually none is, and this runs on every sync).
-    let range = operations_started.saturating_add(1)..=operations_started.saturating_add(16);
-    input.observed.job_names().any(|name| {
-        let Some(n) = name.rsplit_once('-').and_then(|(_, n)| n.parse::<i32>().ok()).filter(|n| range.contains(n))
-        else {
-            return false;
-        };
-        PURPOSES.iter().any(|p| input.cluster.names.job(p, &n.to_string()) == name)
-    })
 }
 
 /// Records a new operation and emits its Job.
@@ -455,7 +568,7 @@ fn start(
     }
     let op = Operation { kind, job: name, from, target, reason: reason.to_owned(), started_at: Time(now) };
     r.operations_started = n;
-    r.job = Some(job_for(c, &op));
+    r.job = Some(job_for(input, &op));
     r.operation = Some(op.clone());
     r.resync(BUSY_SECONDS);
     op
@@ -468,18 +581,31 @@ fn purpose(kind: OperationKind) -> &'static str {
     }
 }
 
-/// The Job of an operation. The name recorded in status is authoritative.
-fn job_for(c: &Cluster, op: &Operation) -> Job {
-    let mut vars = vec![env("PRIMARY", op.from.as_str())];
+/// The Job of an operation. The name recorded in status is authoritative; the
+/// reason rides along as an annotation, so the operation can be rebuilt from the
+/// Job alone.
+fn job_for(input: &Input<'_>, op: &Operation) -> Job {
+    let c = input.cluster;
+    let mut vars = vec![
+        env("PRIMARY", op.from.as_str()),
+        env("SEMISYNC_ACKS", acknowledgements(c.flavor, c.replicas).max(1).to_string()),
+    ];
     if let Some(target) = &op.target {
         vars.push(env("TARGET", target.as_str()));
     }
     let script = match op.kind {
-        OperationKind::Failover => "failover.sh",
+        OperationKind::Failover => {
+            vars.push(env("QUORUM", quorum(c.flavor, c.replicas).to_string()));
+            if input.force_failover.is_some_and(|p| p == op.from) {
+                vars.push(env("FORCE", "1"));
+            }
+            "failover.sh"
+        }
         OperationKind::Switchover => "switchover.sh",
     };
     let mut job = job::build(c, &JobRequest { purpose: purpose(op.kind), suffix: String::new(), script, env: vars });
     job.metadata.name = Some(op.job.clone());
+    job.metadata.annotations = Some(std::collections::BTreeMap::from([(REASON.to_owned(), op.reason.clone())]));
     job
 }
 

@@ -1,0 +1,353 @@
+//! What a `MySQL` may use besides its own children: S3 credentials and images.
+//!
+//! Whoever may create a `MySQL` (or a `MySQLBackup`) in a namespace chooses the
+//! Secret an S3 store reads its credentials from and the images that run with the
+//! database's credentials. Without limits that is a way to read any Secret of the
+//! namespace (a Job with the Secret in its environment, in an image of one's own) or
+//! the database's passwords. So:
+//!
+//! - an S3 store's `credentialsSecret` must be a Secret its owner opted in, with the
+//!   label [`BACKUP_CREDENTIALS_LABEL`]` = "true"`, and, when it carries the
+//!   annotation [`ALLOWED_CLUSTERS_ANNOTATION`] (comma-separated `MySQL` names), a
+//!   cluster it names. The customize hooks ask Metacontroller for exactly the opted-in
+//!   Secrets of the namespace ([`opted_in_secrets`]): the hook sees no other Secret,
+//!   and checks the label again on what it is sent. The Job pod gets only the keys
+//!   the uploader needs ([`S3_KEYS`]), one by one (`secretKeyRef`), never the whole
+//!   Secret;
+//! - `spec.image` and an S3 store's `image` must be the default image's repository or
+//!   one the installer lists in `--allowed-images`
+//!   ([`Context::allowed_images`](crate::Context::allowed_images)).
+//!
+//! A refusal never deletes what already runs with the same store (a started restore,
+//! backup or final backup Job keeps going); it stops new Jobs and says why in a
+//! condition.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+
+use crate::{
+    Context,
+    api::{BackupStorage, MySQL, SecretKeyRef},
+    build::backup::DEFAULT_UPLOADER_IMAGE,
+    metacontroller::{ByKey, LabelSelector, RelatedResourceRule},
+    model::{Cluster, MYSQLD, Problem},
+    observed::Observed,
+    version::Version,
+};
+
+/// The label a Secret's owner sets (to `"true"`) to let `MySQL` and `MySQLBackup`
+/// objects of its namespace use it as S3 backup credentials.
+pub const BACKUP_CREDENTIALS_LABEL: &str = "mysqlhook.dev/backup-credentials";
+/// Optional annotation on such a Secret: the `MySQL` names (comma-separated) that may
+/// use it; unset, every `MySQL` of the namespace may.
+pub const ALLOWED_CLUSTERS_ANNOTATION: &str = "mysqlhook.dev/allowed-clusters";
+/// The access key id, required.
+pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+/// The secret access key, required.
+pub const SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+/// A session token, used when present.
+pub const SESSION_TOKEN: &str = "AWS_SESSION_TOKEN";
+/// The keys the uploader gets, and whether each is required.
+pub const S3_KEYS: &[(&str, bool)] = &[(ACCESS_KEY_ID, true), (SECRET_ACCESS_KEY, true), (SESSION_TOKEN, false)];
+
+/// Why something the spec names may not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// CamelCase reason for a condition.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl From<Refusal> for Problem {
+    fn from(r: Refusal) -> Self {
+        Self { reason: r.reason, message: r.message }
+    }
+}
+
+/// The customize rule that brings the namespace's opted-in Secrets (and only those)
+/// into every sync.
+#[must_use]
+pub fn opted_in_secrets(namespace: &str) -> RelatedResourceRule {
+    RelatedResourceRule {
+        api_version: "v1".to_owned(),
+        resource: "secrets".to_owned(),
+        namespace: Some(namespace.to_owned()),
+        label_selector: Some(LabelSelector {
+            match_labels: BTreeMap::from([(BACKUP_CREDENTIALS_LABEL.to_owned(), "true".to_owned())]),
+        }),
+        names: Vec::new(),
+    }
+}
+
+/// An image reference without its `@digest` and `:tag`:
+/// `registry:5000/team/mysql:8.4.3@sha256:...` is `registry:5000/team/mysql`.
+#[must_use]
+pub fn repository(image: &str) -> &str {
+    let image = image.split_once('@').map_or(image, |(r, _)| r);
+    let last = image.rfind('/').map_or(0, |i| i + 1);
+    image[last..].find(':').map_or(image, |i| &image[..last + i])
+}
+
+/// `image` may replace `default`: it is of the same repository, or of one the
+/// installer allows.
+#[must_use]
+pub fn image_allowed(image: &str, default: &str, allowed: &[String]) -> bool {
+    let repo = repository(image);
+    !repo.is_empty() && (repo == repository(default) || allowed.iter().any(|a| a == repo))
+}
+
+fn allowed_list(allowed: &[String]) -> String {
+    if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+}
+
+/// Resolves the cluster as [`Cluster::resolve`] does, then holds `spec.image` to the
+/// installer's allow-list: a refused image is replaced by the running one when that
+/// is allowed and runs the same version (no rollout), else by the default image, and
+/// reported.
+#[must_use]
+pub fn resolve(
+    parent: &MySQL,
+    observed: &Observed<'_>,
+    ctx: &Context,
+    primary: Option<&str>,
+    newest_version: Option<Version>,
+) -> (Cluster, Vec<Problem>) {
+    let (mut cluster, mut problems) = Cluster::resolve(parent, observed, &ctx.scripts_image, primary, newest_version);
+    let default = format!("{}:{}", cluster.flavor.as_str(), cluster.version);
+    if !image_allowed(&cluster.image, &default, &ctx.allowed_images) {
+        let running = observed
+            .stateful_set
+            .and_then(|s| s.spec.template.spec.as_ref())
+            .and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD))
+            .and_then(|c| c.image.clone())
+            .filter(|i| {
+                image_allowed(i, &default, &ctx.allowed_images)
+                    && Version::of_image(i).map(|v| v.to_string()) == Some(cluster.version.clone())
+            });
+        let fallback = running.unwrap_or_else(|| default.clone());
+        problems.push(Problem {
+            reason: "ImageNotAllowed",
+            message: format!(
+                "spec.image {} is not allowed: the hook's --allowed-images lists {} (besides {}); running {fallback}",
+                cluster.image,
+                allowed_list(&ctx.allowed_images),
+                repository(&default)
+            ),
+        });
+        cluster.image = fallback;
+    }
+    (cluster, problems)
+}
+
+/// What a sync knows to judge a backup store by.
+#[derive(Debug, Clone, Copy)]
+pub struct Gate<'a> {
+    pub namespace: &'a str,
+    /// The `MySQL` whose data is backed up or restored.
+    pub cluster: &'a str,
+    /// The opted-in Secrets Metacontroller sent (related objects).
+    pub secrets: &'a ByKey<Secret>,
+    pub allowed_images: &'a [String],
+}
+
+impl Gate<'_> {
+    /// The opted-in Secret `name` that this cluster may use (`what` says what for).
+    fn opted_in(&self, name: &str, what: &str) -> Result<&Secret, Refusal> {
+        let secret = self.secrets.get(&format!("{}/{name}", self.namespace)).filter(|s| {
+            s.metadata.name.as_deref() == Some(name)
+                && s.metadata.namespace.as_deref() == Some(self.namespace)
+                && s.metadata.labels.as_ref().and_then(|l| l.get(BACKUP_CREDENTIALS_LABEL)).map(String::as_str)
+                    == Some("true")
+        });
+        let Some(secret) = secret else {
+            return Err(Refusal {
+                reason: "BackupCredentialsNotAllowed",
+                message: format!(
+                    "the {what} Secret {name} is not opted in: a store may only use a Secret of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the Secret); no such Secret {name} is observed",
+                    self.namespace
+                ),
+            });
+        };
+        if let Some(list) = secret.metadata.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
+            if !list.split(',').any(|c| c.trim() == self.cluster) {
+                return Err(Refusal {
+                    reason: "BackupCredentialsNotAllowed",
+                    message: format!(
+                        "the {what} Secret {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
+                        self.cluster
+                    ),
+                });
+            }
+        }
+        Ok(secret)
+    }
+
+    /// May a Job use this (resolved) store, and this signing or verification key?
+    ///
+    /// # Errors
+    /// A [`Refusal`] naming the Secret or image, never any credential.
+    pub fn storage(&self, storage: &BackupStorage, signing_key: Option<&SecretKeyRef>) -> Result<(), Refusal> {
+        if let Some(k) = signing_key {
+            let secret = self.opted_in(&k.name, "backup signing key")?;
+            if !secret.data.as_ref().is_some_and(|d| d.contains_key(&k.key)) {
+                return Err(Refusal {
+                    reason: "BackupCredentialsIncomplete",
+                    message: format!("the backup signing key Secret {} lacks the key {}", k.name, k.key),
+                });
+            }
+        }
+        let Some(s3) = &storage.s3 else { return Ok(()) };
+        let name = s3.credentials_secret.as_str();
+        let secret = self.opted_in(name, "S3 credentials")?;
+        let data = secret.data.as_ref();
+        let missing: Vec<&str> = S3_KEYS
+            .iter()
+            .filter(|(key, required)| *required && !data.is_some_and(|d| d.contains_key(*key)))
+            .map(|(key, _)| *key)
+            .collect();
+        if !missing.is_empty() {
+            return Err(Refusal {
+                reason: "BackupCredentialsIncomplete",
+                message: format!("the S3 credentials Secret {name} lacks the keys {}", missing.join(", ")),
+            });
+        }
+        if let Some(image) = s3.image.as_deref() {
+            if !image_allowed(image, DEFAULT_UPLOADER_IMAGE, self.allowed_images) {
+                return Err(Refusal {
+                    reason: "ImageNotAllowed",
+                    message: format!(
+                        "the S3 store's image {image} is not allowed: the hook's --allowed-images lists {} (besides {})",
+                        allowed_list(self.allowed_images),
+                        repository(DEFAULT_UPLOADER_IMAGE)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{ByteString, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+
+    use super::*;
+    use crate::api::S3Target;
+
+    #[test]
+    fn repositories_drop_tag_and_digest_only() {
+        for (image, repo) in [
+            ("mysql:8.4.3", "mysql"),
+            ("mysql", "mysql"),
+            ("amazon/aws-cli:2.22.35", "amazon/aws-cli"),
+            ("registry:5000/team/mysql:8.4.3", "registry:5000/team/mysql"),
+            ("registry:5000/team/mysql", "registry:5000/team/mysql"),
+            ("registry.example.com/db/mysql@sha256:0123", "registry.example.com/db/mysql"),
+            ("registry.example.com/db/mysql:8.4.3@sha256:0123", "registry.example.com/db/mysql"),
+        ] {
+            assert_eq!(repository(image), repo, "{image}");
+        }
+    }
+
+    #[test]
+    fn only_the_default_repository_or_listed_ones_replace_a_default() {
+        let allowed = vec!["registry.example.com/db/mysql".to_owned()];
+        assert!(image_allowed("mysql:8.4.4", "mysql:8.4.3", &[]));
+        assert!(image_allowed("mysql@sha256:abcd", "mysql:8.4.3", &[]));
+        assert!(image_allowed("registry.example.com/db/mysql:8.4.3", "mysql:8.4.3", &allowed));
+        assert!(!image_allowed("registry.example.com/db/mysql:8.4.3", "mysql:8.4.3", &[]));
+        assert!(!image_allowed("evil.example.com/mysql:8.4.3", "mysql:8.4.3", &allowed));
+        // a repository is matched whole, never as a prefix
+        assert!(!image_allowed("registry.example.com/db/mysql-evil:1", "mysql:8.4.3", &allowed));
+        assert!(!image_allowed("registry.example.com/db/mysql/evil:1", "mysql:8.4.3", &allowed));
+        assert!(!image_allowed("docker.io/library/mysql:8.4.3", "mysql:8.4.3", &[]));
+    }
+
+    fn secret(name: &str, label: Option<&str>, clusters: Option<&str>, keys: &[&str]) -> (String, Secret) {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("shop".to_owned()),
+                labels: label.map(|v| BTreeMap::from([(BACKUP_CREDENTIALS_LABEL.to_owned(), v.to_owned())])),
+                annotations: clusters.map(|v| BTreeMap::from([(ALLOWED_CLUSTERS_ANNOTATION.to_owned(), v.to_owned())])),
+                ..Default::default()
+            },
+            data: Some(keys.iter().map(|k| ((*k).to_owned(), ByteString(b"x".to_vec()))).collect()),
+            ..Default::default()
+        };
+        (format!("shop/{name}"), secret)
+    }
+
+    fn s3(secret: &str, image: Option<&str>) -> BackupStorage {
+        BackupStorage {
+            persistent_volume_claim: None,
+            s3: Some(S3Target {
+                endpoint: None,
+                bucket: "b".to_owned(),
+                prefix: None,
+                region: None,
+                credentials_secret: secret.to_owned(),
+                image: image.map(str::to_owned),
+            }),
+        }
+    }
+
+    #[test]
+    fn s3_stores_need_an_opted_in_secret_with_the_keys() {
+        let keys = [ACCESS_KEY_ID, SECRET_ACCESS_KEY];
+        let secrets: ByKey<Secret> = [
+            secret("ok", Some("true"), None, &keys),
+            secret("unlabelled", None, None, &keys),
+            secret("false", Some("false"), None, &keys),
+            secret("other-cluster", Some("true"), Some("shop-db, billing"), &keys),
+            secret("mine", Some("true"), Some("billing,db"), &keys),
+            secret("no-secret-key", Some("true"), None, &[ACCESS_KEY_ID]),
+        ]
+        .into_iter()
+        .collect();
+        let allowed = vec!["registry.example.com/tools/aws-cli".to_owned()];
+        let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &allowed };
+        let reason = |s: &BackupStorage| gate.storage(s, None).map_err(|r| r.reason);
+        assert_eq!(reason(&s3("ok", None)), Ok(()));
+        assert_eq!(reason(&s3("mine", None)), Ok(()));
+        assert_eq!(reason(&s3("unlabelled", None)), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&s3("false", None)), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&s3("absent", None)), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&s3("other-cluster", None)), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&s3("no-secret-key", None)), Err("BackupCredentialsIncomplete"));
+        assert_eq!(reason(&s3("ok", Some("amazon/aws-cli:2.30.0"))), Ok(()));
+        assert_eq!(reason(&s3("ok", Some("registry.example.com/tools/aws-cli:2"))), Ok(()));
+        assert_eq!(reason(&s3("ok", Some("evil.example.com/aws-cli:2"))), Err("ImageNotAllowed"));
+        let pvc = BackupStorage {
+            persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
+            s3: None,
+        };
+        assert_eq!(reason(&pvc), Ok(()));
+        // a Secret under another namespace's key is not this namespace's
+        let (_, mut elsewhere) = secret("ok", Some("true"), None, &keys);
+        elsewhere.metadata.namespace = Some("other".to_owned());
+        let moved: ByKey<Secret> = [("shop/ok".to_owned(), elsewhere)].into_iter().collect();
+        let gate = Gate { secrets: &moved, ..gate };
+        assert_eq!(gate.storage(&s3("ok", None), None).map_err(|r| r.reason), Err("BackupCredentialsNotAllowed"));
+    }
+
+    #[test]
+    fn signing_keys_come_from_opted_in_secrets_too() {
+        let secrets: ByKey<Secret> =
+            [secret("keys", Some("true"), None, &["signing-key"]), secret("plain", None, None, &["signing-key"])]
+                .into_iter()
+                .collect();
+        let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &[] };
+        let pvc = BackupStorage {
+            persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
+            s3: None,
+        };
+        let key = |name: &str, key: &str| SecretKeyRef { name: name.to_owned(), key: key.to_owned() };
+        let reason = |k: &SecretKeyRef| gate.storage(&pvc, Some(k)).map_err(|r| r.reason);
+        assert_eq!(reason(&key("keys", "signing-key")), Ok(()));
+        assert_eq!(reason(&key("keys", "other")), Err("BackupCredentialsIncomplete"));
+        assert_eq!(reason(&key("plain", "signing-key")), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&key("absent", "signing-key")), Err("BackupCredentialsNotAllowed"));
+    }
+}

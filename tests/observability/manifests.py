@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The observability components, judged by a real API server with the Prometheus
+Operator's own CRDs.
+
+The PodMonitors and the PrometheusRule are custom resources this repository
+cannot run the operator for; their CRDs (the operator's published OpenAPI
+schemas) still decide whether every field is one the operator knows. This
+starts etcd and kube-apiserver with tests/k8s/harness.py (pinned, cached
+builds), installs `monitoring.coreos.com_podmonitors.yaml` and
+`monitoring.coreos.com_prometheusrules.yaml` from the Go module of
+prometheus-operator (PROMETHEUS_OPERATOR_VERSION in versions.env, fetched once
+with `go mod download` into ~/.cache/mysql-hook), and dry-runs every object of
+metacontroller/components/* with strict field validation. When `kubectl` is on
+PATH, `kubectl kustomize metacontroller-monitored/` must render the same
+objects on top of metacontroller/.
+
+Prints PASS/FAIL lines and `manifests: N passed, M failed`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO / "tests" / "k8s"))
+from harness import ApiError, Cluster  # noqa: E402
+
+COMPONENTS = REPO / "metacontroller" / "components"
+CRD_FILES = ["monitoring.coreos.com_podmonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"]
+
+results: list[tuple[bool, str]] = []
+
+
+def check(ok: bool, what: str, detail: str = "") -> None:
+    results.append((ok, what))
+    print(f"{'PASS' if ok else 'FAIL'} {what}" + (f"\n{detail}" if detail and not ok else ""), flush=True)
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for line in (HERE / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            k, _, v = line.partition("=")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def operator_crds() -> list[Path]:
+    """The operator's CRDs of the pinned release, cached outside the repository."""
+    version = versions()["PROMETHEUS_OPERATOR_VERSION"]
+    cache = Path(os.environ.get("MYSQL_HOOK_CACHE", Path.home() / ".cache" / "mysql-hook")) / \
+        f"prometheus-operator-{version}"
+    if all((cache / f).exists() for f in CRD_FILES):
+        return [cache / f for f in CRD_FILES]
+    if not shutil.which("go"):
+        raise SystemExit("manifests: the Go toolchain is needed to fetch the prometheus-operator CRDs "
+                         "from the Go module proxy")
+    modcache = Path(tempfile.mkdtemp(prefix="mysql-hook-gomod-"))
+    try:
+        env = dict(os.environ, GOMODCACHE=str(modcache), GOFLAGS="-modcacherw", GOTOOLCHAIN="local", GOWORK="off")
+        out = subprocess.run(["go", "mod", "download", "-json",
+                              f"github.com/prometheus-operator/prometheus-operator@{version}"],
+                             env=env, capture_output=True, text=True, timeout=600, cwd=modcache)
+        if out.returncode != 0:
+            raise SystemExit(f"manifests: go mod download failed:\n{out.stdout}{out.stderr}")
+        src = Path(json.loads(out.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
+        cache.mkdir(parents=True, exist_ok=True)
+        for f in CRD_FILES:
+            shutil.copy(src / f, cache / f)
+    finally:
+        shutil.rmtree(modcache, ignore_errors=True)
+    return [cache / f for f in CRD_FILES]
+
+
+def rendered_components() -> list[dict]:
+    """Every object the components add, as kustomize renders them (resources and
+    configMapGenerator with disableNameSuffixHash)."""
+    objs = []
+    for comp in sorted(p for p in COMPONENTS.iterdir() if (p / "kustomization.yaml").exists()):
+        k = yaml.safe_load((comp / "kustomization.yaml").read_text())
+        check(k.get("kind") == "Component", f"{comp.name}: a kustomize Component")
+        for res in k.get("resources", []):
+            objs.extend(d for d in yaml.safe_load_all((comp / res).read_text()) if d)
+        for gen in k.get("configMapGenerator", []):
+            opts = gen.get("options", {})
+            objs.append({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": gen["name"], "namespace": gen.get("namespace", "default"),
+                                      "labels": opts.get("labels", {})},
+                         "data": {Path(f).name: (comp / f).read_text() for f in gen.get("files", [])}})
+    return objs
+
+
+def main() -> int:
+    crds = operator_crds()
+    objs = rendered_components()
+    with Cluster() as k8s:
+        for path in crds:
+            crd = yaml.safe_load(path.read_text())
+            k8s.create(crd)
+            k8s.wait_for_crd_established(crd["metadata"]["name"])
+            check(True, f"{crd['metadata']['name']} ({versions()['PROMETHEUS_OPERATOR_VERSION']}) established")
+        k8s.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "mysql-hook"}})
+        for obj in objs:
+            what = f"{obj['kind']} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
+            try:
+                k8s.create(obj, dry_run=True, field_validation="Strict")
+                check(not k8s.last_warnings, f"{what} accepted (strict dry-run)", "\n".join(k8s.last_warnings))
+            except ApiError as e:
+                check(False, f"{what} accepted (strict dry-run)", str(e)[:3000])
+    if shutil.which("kubectl"):
+        out = subprocess.run(["kubectl", "kustomize", str(REPO / "metacontroller-monitored")],
+                             capture_output=True, text=True)
+        base = subprocess.run(["kubectl", "kustomize", str(REPO / "metacontroller")], capture_output=True, text=True)
+        if out.returncode == 0 and base.returncode == 0:
+            key = lambda d: (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])  # noqa: E731
+            added = sorted(set(map(key, filter(None, yaml.safe_load_all(out.stdout))))
+                           - set(map(key, filter(None, yaml.safe_load_all(base.stdout)))))
+            check(added == sorted(map(key, objs)), "kubectl kustomize metacontroller-monitored/ adds exactly the "
+                  "components' objects to metacontroller/", f"{added}\nvs\n{sorted(map(key, objs))}")
+        else:
+            check(False, "kubectl kustomize renders metacontroller-monitored/", out.stderr + base.stderr)
+    else:
+        print("note: kubectl not on PATH; kustomize rendering not checked")
+    failed = sum(1 for ok, _ in results if not ok)
+    print(f"manifests: {len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""Unit tests of the pure bash functions of hooks/scripts/common.sh, for BOTH
+flavors, with no server: common.sh is sourced with FLAVOR=mysql or mariadb,
+a PODS list nobody listens on and a dummy password.  The MySQL 8.4 branch
+never runs against a server here, so everything it decides from text it has
+already read (GTID set arithmetic, candidate choice, errant members, the
+process list filter, the statements it builds, the result line) is tested
+here; the MariaDB branch is also exercised end to end by the other files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+
+import pytest
+
+from dbcluster import SCRIPTS
+
+U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+U2 = "aaaaaaaa-0000-0000-0000-000000000002"
+U3 = "bbbbbbbb-0000-0000-0000-000000000003"
+
+
+def sh(flavor: str, body: str, **env) -> subprocess.CompletedProcess:
+    """Source common.sh and run BODY; the EXIT trap must not print a result
+    line unless BODY calls finish/fail."""
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": flavor,
+            "PODS": "db-0=127.0.0.1:9 db-1=[::1]:3307 db-2=db-2.db.ns.svc:3306",
+            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp"}
+    full.update(env)
+    script = f'. "{SCRIPTS}/common.sh"\nRESULT_DONE=1\n{body}\n'
+    return subprocess.run(["bash"], input=script, env=full, capture_output=True, text=True, timeout=120)
+
+
+def out(flavor: str, body: str, **env) -> str:
+    r = sh(flavor, body, **env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def ok(flavor: str, cond: str) -> bool:
+    r = sh(flavor, f"if {cond}; then echo yes; else echo no; fi")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip() == "yes"
+
+
+BOTH = pytest.mark.parametrize("flavor", ["mysql", "mariadb"])
+
+
+# ------------------------------------------------------------ sourcing, env
+
+@BOTH
+def test_sourcing_needs_no_server(flavor):
+    r = sh(flavor, "echo sourced; pod_host db-1; echo; pod_port db-1; echo; pod_ordinal db-2")
+    assert r.returncode == 0 and r.stdout == "sourced\n::1\n3307\n2", r
+    assert r.stderr == ""
+
+
+@BOTH
+def test_bad_semisync_acks_is_reported(flavor):
+    r = sh(flavor, "echo never", SEMISYNC_ACKS="0")
+    assert r.returncode == 1 and json.loads(r.stdout)["reason"] == "bad-env", r
+
+
+def test_bad_flavor_is_reported():
+    r = sh("oracle", "echo never")
+    assert r.returncode == 1 and json.loads(r.stdout)["reason"] == "bad-env"
+
+
+@BOTH
+def test_result_line_keeps_promoted_and_reason_when_truncated(flavor):
+    body = ('r_str from db-0; promoted db-1; r_arr big ' + " ".join(f"member-{i:04d}-{'x' * 40}" for i in range(120))
+            + '; RESULT_DONE=0; fail apply-timeout "boom"')
+    r = sh(flavor, body)
+    line = json.loads(r.stdout)
+    assert r.returncode == 1 and len(r.stdout) < 4096
+    assert line["truncated"] is True and line["promoted"] == "db-1" and line["reason"] == "apply-timeout"
+    assert line["from"] == "db-0" and "big" not in line
+
+
+@BOTH
+def test_script_failed_line_keeps_promoted(flavor):
+    r = sh(flavor, "RESULT_DONE=0; r_str from db-0; promoted db-2; false")
+    line = json.loads(r.stdout)
+    assert r.returncode == 1 and line["reason"] == "script-failed" and line["promoted"] == "db-2", r.stdout
+
+
+# ------------------------------------------------------------ process list
+
+MARIADB_PROCESSLIST = "\n".join([
+    "42",
+    "12\trepl\t127.0.0.1:46294\tNULL\tBinlog Dump\t4\tMaster has sent all binlog to slave\tNULL\t0.000",
+    "13\tsystem user\t\tNULL\tSlave_IO\t9\tWaiting for master to send event\tNULL\t0.000",
+    "14\tsystem user\t\tNULL\tSlave_SQL\t9\tSlave has read all relay log\tNULL\t0.000",
+    "15\tevent_scheduler\tlocalhost\tNULL\tDaemon\t9\tWaiting on empty queue\tNULL\t0.000",
+    "24\tapp\t127.0.0.1:46400\thook\tQuery\t4\tUser sleep\tUPDATE hook.t SET w=SLEEP(20)\t0.000",
+    "25\troot\t127.0.0.1:46401\tNULL\tSleep\t1\t\tNULL\t0.000",
+    "26\tunauthenticated user\t10.0.0.9:5555\tNULL\tConnect\t0\tlogin\tNULL\t0.000",
+    "42\troot\t127.0.0.1:46430\tNULL\tQuery\t0\tstarting\tSHOW PROCESSLIST\t0.000",
+])
+MYSQL_PROCESSLIST = "\n".join([
+    "7",
+    "5\tevent_scheduler\tlocalhost\tNULL\tDaemon\t100\tWaiting on empty queue\tNULL",
+    "9\trepl\t10.0.0.2:40000\tNULL\tBinlog Dump GTID\t50\tSource has sent all binlog to replica\tNULL",
+    "10\tsystem user\t\tNULL\tConnect\t50\tWaiting for source to send event\tNULL",
+    "11\tsystem user\t\tNULL\tQuery\t50\tReplica has read all relay log\tNULL",
+    "3\tapp\t10.0.0.5:1234\tshop\tQuery\t3\twaiting for handler commit\tINSERT INTO t VALUES (1)",
+    "7\troot\t127.0.0.1:5000\tNULL\tQuery\t0\tinit\tSHOW PROCESSLIST",
+])
+
+
+@BOTH
+def test_processlist_victims(flavor):
+    got = out(flavor, 'processlist_victims <<< "$PL"', PL=MARIADB_PROCESSLIST).split()
+    assert got == ["24", "25", "26"]
+    got = out(flavor, 'processlist_victims <<< "$PL"', PL=MYSQL_PROCESSLIST).split()
+    assert got == ["3"]
+
+
+@BOTH
+def test_tsv_fields_keeps_empty_fields(flavor):
+    r = out(flavor, 'tsv_fields "$L"; echo "${#TSV[@]}|${TSV[2]}|${TSV[3]}"', L="a\tb\t\tNULL")
+    assert r.strip() == "4||NULL"
+
+
+# ------------------------------------------------------------ MySQL GTID sets
+
+def test_mysql_gtid_text():
+    assert out("mysql", f'mysql_gtid_normalize "{U1.upper()}:1-5:7,\n {U1}:6"') == f"{U1}:1-7"
+    # 8.4 tags: a tag token switches the tag of the intervals after it
+    assert out("mysql", f'mysql_gtid_normalize "{U2}:2:TAG1:1-3:5,{U2}:tag1:4"') == f"{U2}:2,{U2}:tag1:1-5"
+    assert out("mysql", f'mysql_gtid_union "{U1}:1-3" "" "{U1}:4-9,{U2}:1"') == f"{U1}:1-9,{U2}:1"
+    assert out("mysql", f'mysql_gtid_subtract "{U1}:21-57" "{U1}:20-25,{U1}:30,{U1}:40-60"') == f"{U1}:26-29:31-39"
+    assert out("mysql", f'mysql_gtid_subtract "{U1}:1-10:t:1-5" "{U1}:t:2"') == f"{U1}:1-10,{U1}:t:1:3-5"
+    assert out("mysql", f'mysql_gtid_subtract "{U1}:1-3" "{U1}:1-9"') == ""
+    # the manual's GTID_SUBSET examples (RM 14.18.2)
+    assert ok("mysql", f'mysql_gtid_subset "{U1}:23" "{U1}:21-57"')
+    assert not ok("mysql", f'mysql_gtid_subset "{U1}:20-25" "{U1}:21-57"')
+    assert ok("mysql", 'mysql_gtid_subset "" ""') and ok("mysql", f'mysql_gtid_subset "" "{U1}:1"')
+    assert not ok("mysql", f'mysql_gtid_subset "{U1}:1" ""')
+    assert not ok("mysql", f'mysql_gtid_subset "{U1}:t:1" "{U1}:1"'), "a tagged GTID is another transaction"
+    # a long-lived cluster: many sources and intervals, far beyond 1024 bytes
+    big = ",".join(f"{i:08x}-0000-0000-0000-000000000000:1-{1000 + i}:{2000 + i}-{3000 + i}" for i in range(60))
+    assert len(big) > 3000
+    assert ok("mysql", f'mysql_gtid_subset "{big}" "{big},{U1}:1"')
+    assert not ok("mysql", f'mysql_gtid_subset "{big},{U1}:1" "{big}"')
+
+
+def _rand_set(rng):
+    s = set()
+    for u in rng.sample([U1, U2, U3], rng.randint(0, 3)):
+        tag = rng.choice(["", "", "t"])
+        for _ in range(rng.randint(1, 3)):
+            a = rng.randint(1, 30)
+            b = a + rng.randint(0, 6)
+            s |= {(u, tag, n) for n in range(a, b + 1)}
+    return s
+
+
+def _text(s, rng):
+    """Some GTID set text for set s (shuffled, split, sometimes upper case)."""
+    parts = [f"{u.upper() if rng.random() < 0.2 else u}:{t + ':' if t else ''}{n}" for u, t, n in s]
+    rng.shuffle(parts)
+    return ",".join(parts)
+
+
+def test_mysql_gtid_sets_against_a_model():
+    """Property test: subset / subtract / union of random tagged sets agree
+    with Python set arithmetic (150 cases)."""
+    rng = random.Random(14)
+    cases = [(_rand_set(rng), _rand_set(rng)) for _ in range(150)]
+    cases += [(a, a | b) for a, b in cases[:30]]            # make true subsets common
+    body = []
+    for a, b in cases:
+        ta, tb = _text(a, rng), _text(b, rng)
+        body.append(f'mysql_gtid_subset "{ta}" "{tb}" && printf "1|" || printf "0|"; '
+                    f'mysql_gtid_subtract "{ta}" "{tb}"; printf "|"; mysql_gtid_union "{ta}" "{tb}"; echo')
+    lines = out("mysql", "\n".join(body)).splitlines()
+    assert len(lines) == len(cases)
+
+    def parse(text):
+        s = set()
+        for e in filter(None, text.split(",")):
+            toks = e.split(":")
+            u, tag = toks[0], ""
+            for t in toks[1:]:
+                if t[0].isdigit():
+                    lo, _, hi = t.partition("-")
+                    s |= {(u, tag, n) for n in range(int(lo), int(hi or lo) + 1)}
+                else:
+                    tag = t
+        return s
+
+    for (a, b), line in zip(cases, lines):
+        sub, diff, union = line.split("|")
+        assert sub == ("1" if a <= b else "0"), (a, b)
+        assert parse(diff) == a - b, (a, b, diff)
+        assert parse(union) == a | b, (a, b, union)
+
+
+# ------------------------------------------------------------ MariaDB GTID lists
+
+def test_mariadb_gtid_lists():
+    assert out("mariadb", 'mdb_pos_max "0-1-5,1-2-3" "0-2-9,1-2-1"') == "0-2-9,1-2-3"
+    assert out("mariadb", 'mdb_state_max "0-1-5,0-2-7" "0-1-9,1-3-2" ""') == "0-1-9,0-2-7,1-3-2"
+    assert ok("mariadb", 'mdb_state_subset "0-1-5" "0-1-9,0-2-1"')
+    assert not ok("mariadb", 'mdb_state_subset "0-1-5,0-3-1" "0-1-9"')
+    assert ok("mariadb", 'mdb_pos_ge "0-2-10" "0-1-9"') and not ok("mariadb", 'mdb_pos_ge "0-2-8" "0-1-9"')
+    assert out("mariadb", 'gtid_subtract "0-1-20,0-9-21" "0-1-20"') == "0-9-21"
+
+
+# ------------------------------------------------------------ candidates, errant
+
+@BOTH
+def test_choose_most_advanced(flavor):
+    if flavor == "mysql":
+        small, big, other = f"{U1}:1-10", f"{U1}:1-12", f"{U1}:1-10,{U2}:1"
+    else:
+        small, big, other = "0-1-10", "0-1-12", "0-1-10,0-9-11"
+    def choose(sets, order):
+        decl = " ".join(f'[{k}]="{v}"' for k, v in sets.items())
+        r = sh(flavor, f'CAND_SET=({decl}); choose_most_advanced {" ".join(order)} || echo DIVERGED')
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+    assert choose({"db-0": small, "db-1": big, "db-2": small}, ["db-0", "db-1", "db-2"]) == "db-1"
+    # a tie goes to the first listed (PRIMARY, then ordinal order)
+    assert choose({"db-0": big, "db-1": big, "db-2": small}, ["db-0", "db-1", "db-2"]) == "db-0"
+    assert choose({"db-2": big, "db-1": big}, ["db-2", "db-1"]) == "db-2"
+    # same length, different histories: diverged, never "the longer one"
+    assert choose({"db-1": big, "db-2": other}, ["db-1", "db-2"]) == "DIVERGED"
+    assert choose({"db-0": small}, ["db-0"]) == "db-0"
+
+
+@BOTH
+def test_split_errant(flavor):
+    if flavor == "mysql":
+        ex = {"db-0": f"{U1}:1-10", "db-1": f"{U1}:1-10,{U2}:1", "db-2": f"{U1}:1-9"}
+        ident = {"db-0": U1, "db-1": U2, "db-2": U3}
+    else:
+        ex = {"db-0": "0-1-10", "db-1": "0-1-10,0-2-11", "db-2": "0-1-9"}
+        ident = {"db-0": "1", "db-1": "2", "db-2": "3"}
+    decl = (f'declare -A EXEC=({" ".join(f"[{k}]={v!r}" for k, v in ex.items())}) '
+            f'IDENT=({" ".join(f"[{k}]={v!r}" for k, v in ident.items())}); ')
+    r = out(flavor, decl + 'split_errant - db-1 db-2; echo "${ERRANT[*]}|${NONERRANT[*]}"')
+    assert r.strip() == "db-1|db-2"
+    # db-1's own transaction is on the old primary too: legit
+    r = out(flavor, decl + 'split_errant "${EXEC[db-1]}" db-1 db-2; echo "${ERRANT[*]}|${NONERRANT[*]}"')
+    assert r.strip() == "|db-1 db-2"
+    # a sole survivor is trusted
+    r = out(flavor, decl + 'split_errant - db-1; echo "${ERRANT[*]}|${NONERRANT[*]}"')
+    assert r.strip() == "|db-1"
+
+
+# ------------------------------------------------------------ statements built
+
+def test_mysql_statements():
+    q = out("mysql", "promote_sql 1 true", SEMISYNC_ACKS="2")
+    assert q.startswith("STOP REPLICA; RESET REPLICA ALL;")
+    assert "rpl_semi_sync_source_wait_for_replica_count=2;" in q
+    assert "rpl_semi_sync_source_wait_point=AFTER_SYNC;" in q
+    assert "rpl_semi_sync_source_wait_no_replica=ON;" in q
+    assert q.endswith("SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF")
+    q = out("mysql", "promote_sql 0 false")
+    assert q == "SET GLOBAL rpl_semi_sync_source_enabled=OFF; SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF"
+    assert "wait_for_replica_count=1;" in out("mysql", "semisync_source_sql true")
+
+
+def test_mariadb_statements():
+    q = out("mariadb", "promote_sql 1 true", SEMISYNC_ACKS="2")
+    assert q.startswith("STOP SLAVE; RESET SLAVE ALL;") and "wait_for" not in q, "MariaDB: exactly one ACK"
+    assert "rpl_semi_sync_master_enabled=ON;" in q and q.endswith("SET GLOBAL read_only=OFF")
+    assert "super_read_only" not in q
+    assert out("mariadb", "promote_sql 0 false") == "SET GLOBAL rpl_semi_sync_master_enabled=OFF; SET GLOBAL read_only=OFF"
+
+
+# ------------------------------------------------------------ MariaDB relay log
+
+RELAY = [
+    # file, pos, type, server_id, end, info
+    ("relay-bin.000002", 4, "Format_desc", 2, 256, "Server ver: 10.11.19-MariaDB-log, Binlog ver: 4"),
+    ("relay-bin.000002", 621, "Gtid", 1, 367, "GTID 0-1-4"),
+    ("relay-bin.000002", 663, "Query", 1, 497, "CREATE DATABASE hook"),
+    ("relay-bin.000002", 793, "Gtid", 1, 539, "BEGIN GTID 0-1-5"),
+    ("relay-bin.000002", 835, "Annotate_rows", 1, 600, "INSERT INTO hook.t VALUES (1)"),
+    ("relay-bin.000002", 900, "Write_rows_v1", 1, 650, "table_id: 18 flags: STMT_END_F"),
+    ("relay-bin.000002", 950, "Xid", 1, 681, "COMMIT /* xid=57 */"),
+    ("relay-bin.000002", 981, "Gtid", 1, 723, "BEGIN GTID 0-1-6"),
+    ("relay-bin.000002", 1023, "Write_rows_v1", 1, 780, "table_id: 18 flags: STMT_END_F"),
+    ("relay-bin.000002", 1075, "Rotate", 2, 0, "relay-bin.000003;pos=4"),
+]
+RELAY_NEXT = [
+    ("relay-bin.000003", 4, "Format_desc", 2, 256, "Server ver: 10.11.19-MariaDB-log, Binlog ver: 4"),
+    ("relay-bin.000003", 256, "Xid", 1, 811, "COMMIT /* xid=58 */"),             # 0-1-6 ends here
+    ("relay-bin.000003", 287, "Gtid", 2, 853, "BEGIN GTID 0-2-7 cid=12"),
+    ("relay-bin.000003", 329, "Write_rows_v1", 2, 900, "table_id: 18 flags: STMT_END_F"),  # incomplete
+]
+
+
+def _events(rows):
+    return "\n".join("\t".join(str(x) for x in r) for r in rows)
+
+
+def test_mariadb_relay_log_parse():
+    body = ('RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID=""\n'
+            'mdb_relay_events_parse "0-1-4" <<< "$A"\n'
+            'mdb_relay_events_parse "0-1-4" <<< "$B"\n'
+            'echo "$RL_GTIDS|$RL_FILE|$RL_POS"')
+    r = out("mariadb", body, A=_events(RELAY), B=_events(RELAY_NEXT)).strip()
+    # 0-1-4 (DDL), 0-1-5, 0-1-6 (spans two files) are complete; 0-2-7 is not.
+    # The first one not applied yet (applied: 0-1-4) starts at 793.
+    assert r == "0-1-6|relay-bin.000002|793", r
+    r = out("mariadb", body.replace('"0-1-4"', '"0-1-6"'), A=_events(RELAY), B=_events(RELAY_NEXT)).strip()
+    assert r == "0-1-6||", r
+    assert out("mariadb", "next_relay_file relay-bin.000009") == "relay-bin.000010"
+    assert out("mariadb", "next_relay_file relay-bin.999999") == "relay-bin.1000000"

@@ -1,0 +1,689 @@
+"""Role changes (failover, switchover, bootstrap, drain) against real MariaDB
+servers: the promise that a commit that returned OK is never lost, that there
+are never two writable servers, and that the cluster comes back writable by
+itself (issue 14).  Fixtures in conftest.py, harness in dbcluster.py."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import REPORT
+from dbcluster import Session, rows, wait_for
+
+
+def processlist(s, user=None):
+    q = "SELECT ID, USER, COMMAND, STATE, INFO FROM information_schema.PROCESSLIST"
+    return [r for r in s.query(q) if user is None or r[1] == user]
+
+
+def fill(s, first, last, label="r"):
+    for i in range(first, last + 1):
+        s.query(f"INSERT INTO hook.t VALUES ({i}, '{label}', @@server_id, NOW(6))", user="app")
+
+
+def assert_one_writable_and_following(c, r):
+    """Exactly the promoted server is writable; every other running member
+    that was repointed is a read-only replica of it."""
+    new = r.json["primary"]
+    assert c.writable() == [new], (c.writable(), r)
+    for name in r.json.get("replicas", []):
+        s = c[name]
+        assert s.read_only(), name
+        assert wait_for(lambda: s.replicating_from(c[new]), 30, what=f"{name} replicating"), name
+    return c[new]
+
+
+# ------------------------------------------------------------------ 1. fencing
+
+def test_failover_fences_primary_behind_long_statement(cluster):
+    """The old primary answers, but a long statement holds the lock that
+    SET GLOBAL read_only needs.  Failover must not leave it writable: it kills
+    the client connections and fences it (or fails with fence-failed and
+    promotes nothing)."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    # would write n=1 after 600 s; until then it holds the statement's locks
+    s = Session(p, "app")
+    s.send("UPDATE hook.t SET writer = IF(SLEEP(600) = 0, 'late', 'x') WHERE n = 1; SELECT 'late-ok';")
+    wait_for(lambda: any("SLEEP" in (r[4] or "") for r in processlist(p, "app")), what="long statement")
+    t0 = time.time()
+    r = c.run("failover.sh", PRIMARY="db-0")
+    took = time.time() - t0
+    try:
+        if r.rc != 0:
+            assert r.json["reason"] == "fence-failed" and "db-0" in r.json["message"], r
+            assert "promoted" not in r.json and c.writable() == ["db-0"], "nothing promoted"
+            outcome = "fence-failed"
+        else:
+            new = assert_one_writable_and_following(c, r).name
+            assert r.json["fenced"] is True, r
+            assert not any("SLEEP" in (x[4] or "") for x in processlist(p)), "the long statement was killed"
+            outcome = f"promoted {new}"
+        assert wait_for(lambda: not s.alive, 10, what="client disconnected"), "client connection killed"
+        assert "late-ok" not in s.out
+        for srv in c.running():
+            assert srv.value("SELECT writer FROM hook.t WHERE n = 1") == "r", srv.name
+        REPORT.append(f"fence: old primary behind a 600 s statement -> {outcome} in {took:.1f}s")
+    finally:
+        s.close()
+
+
+def test_failover_fence_failed_promotes_nothing(cluster):
+    """When the old primary answers and cannot be fenced (here: a single
+    attempt, FENCE_ATTEMPTS=1, blocked by a long statement), failover fails
+    with fence-failed naming it and promotes nothing: the replicas are left
+    as they were (still replicating from it), no second writable server."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 5)
+    c.wait_synced(p)
+    s = Session(p, "app")
+    s.send("UPDATE hook.t SET writer = IF(SLEEP(600) = 0, 'late', 'x') WHERE n = 1;")
+    wait_for(lambda: any("SLEEP" in (r[4] or "") for r in processlist(p, "app")), what="long statement")
+    try:
+        r = c.run("failover.sh", PRIMARY="db-0", FENCE_ATTEMPTS=1)
+        assert r.rc == 1 and r.json["reason"] == "fence-failed", r
+        assert "db-0" in r.json["message"] and "promoted" not in r.json, r
+        assert c.writable() == ["db-0"]
+        for name in ("db-1", "db-2"):
+            assert c[name].replicating_from(p), f"{name} was touched"
+    finally:
+        s.close()
+
+
+def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
+    """Both receivers are cut off: a commit on the primary waits for a
+    semi-sync acknowledgement that never comes, and blocks SET read_only.
+    After failover that commit must not be acknowledged unless it is on the
+    new primary, and there must never be a second writable server."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    for n in ("db-1", "db-2"):
+        c[n].query("STOP SLAVE IO_THREAD")
+    s = Session(p, "app")
+    s.send("INSERT INTO hook.t VALUES (500, 'blocked', @@server_id, NOW(6)); SELECT 'acked-500';")
+    wait_for(lambda: any("semi-sync" in (r[3] or "") for r in processlist(p, "app")), what="commit waiting for ACK")
+    r = c.run("failover.sh", PRIMARY="db-0")
+    try:
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        new = assert_one_writable_and_following(c, r)
+        # watch for a while: the old primary must stay read-only, the commit
+        # must never be acknowledged while missing on the new primary
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            assert c.writable() == [new.name], c.writable()
+            if "acked-500" in s.out:
+                assert 500 in rows(new), "a commit acknowledged on the old primary is not on the new one"
+            time.sleep(0.2)
+        acked = "acked-500" in s.out
+        REPORT.append(f"fence: commit blocked on semi-sync -> promoted {new.name}, "
+                      f"blocked commit acknowledged={acked}, on new primary={500 in rows(new)}, "
+                      f"db-0 {'promoted again in place' if new.name == 'db-0' else 'read-only=' + str(c['db-0'].read_only())}, "
+                      f"rebuildNeeded={r.json.get('rebuildNeeded')}")
+    finally:
+        s.close()
+
+
+# ------------------------------------------------------------------- 2. quorum
+
+def test_failover_without_quorum_promotes_nothing(cluster):
+    """3 servers, QUORUM=2 (both replicas must be examined): with one replica
+    down an acknowledged commit may sit only there, so nothing is promoted
+    unless a human forces it."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 20)
+    c.wait_synced(p)
+    c["db-2"].kill()
+    p.kill()
+    r = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r.rc == 1 and r.json["result"] == "error" and r.json["reason"] == "no-quorum", r
+    assert "1 of 2 replicas answer; 2 needed" in r.json["message"], r
+    assert "promoted" not in r.json
+    assert c.writable() == [], "nothing promoted without quorum"
+    assert c["db-1"].replica_status().get("Master_Port") == str(p.port), "db-1 left as it was"
+    rf = c.run("failover.sh", PRIMARY="db-0", QUORUM=2, FORCE=1)
+    assert rf.rc == 0 and rf.json["result"] == "promoted" and rf.json["primary"] == "db-1", rf
+    assert rf.json["promoted"] == "db-1"
+    assert c.writable() == ["db-1"]
+    assert rows(c["db-1"]) == set(range(1, 21))
+    REPORT.append(f"quorum: QUORUM=2 with 1 of 2 replicas -> no-quorum ({r.json['message']}); FORCE=1 -> promoted db-1")
+
+
+# --------------------------------------------- 4. a restarted primary comes back
+
+def test_failover_single_server_restart_becomes_writable(world, request):
+    """A one-server cluster: the primary restarts read-only; failover.sh
+    (PODS one member, QUORUM=0) makes it writable again, nothing lost."""
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, n=1)
+    try:
+        r0 = c.run("bootstrap.sh", PRIMARY="")
+        assert r0.rc == 0, r0
+        p = c["db-0"]
+        p.query("CREATE DATABASE solo; CREATE TABLE solo.x (i INT PRIMARY KEY)")
+        for i in range(1, 51):
+            p.query(f"INSERT INTO solo.x VALUES ({i})")
+        p.kill()
+        p.start()
+        assert p.read_only()
+        r = c.run("failover.sh", PRIMARY="db-0", QUORUM=0)
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        assert r.json["primary"] == "db-0" == r.json["from"] and r.json["promoted"] == "db-0", r
+        assert r.json["semiSync"] is False and r.json["replicas"] == []
+        assert not p.read_only()
+        assert p.value("SELECT @@rpl_semi_sync_master_enabled") == "0"
+        t0 = time.time()
+        p.query("INSERT INTO solo.x VALUES (51)")
+        assert time.time() - t0 < 5, "a one-member primary must not wait for an acknowledgement"
+        assert p.value("SELECT COUNT(*) FROM solo.x") == "51"
+        # rerun: the same end state
+        r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=0)
+        assert r2.rc == 0 and r2.json["primary"] == "db-0" and not p.read_only(), r2
+        REPORT.append(f"restart: single server came back read-only -> failover.sh made it writable in {r.seconds:.1f}s")
+    finally:
+        c.close()
+
+
+def test_failover_restarted_primary_is_repromoted(cluster):
+    """3 servers: the primary restarts (read-only).  It holds everything, so
+    failover re-promotes it (no move) and the replicas keep following it;
+    also when a replica is down and QUORUM cannot be met (the primary's own
+    set contains every examined member's received set)."""
+    from dbcluster import kill_primary_mid_stream
+    c = cluster
+    c.bootstrap()
+    w = kill_primary_mid_stream(c)
+    acked = set(w.acked)
+    p = c["db-0"]
+    p.start()
+    assert p.read_only()
+    r = c.run("failover.sh", PRIMARY="db-0")
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    assert r.json["primary"] == "db-0" == r.json["from"] == r.json["promoted"], r
+    assert sorted(r.json["replicas"]) == ["db-1", "db-2"], r
+    assert_one_writable_and_following(c, r)
+    assert acked <= rows(p), "acknowledged rows lost"
+    fill(p, 100001, 100010, "after")
+    c.wait_synced(p)
+    for s in c.servers:
+        assert rows(s) == rows(p), s.name
+
+    # a replica down, QUORUM=2 unreachable, the primary restarts again
+    c["db-2"].kill()
+    p.kill()
+    p.start()
+    r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r2.rc == 0 and r2.json["primary"] == "db-0", r2
+    assert r2.json["unreachable"] == ["db-2"] and r2.json["replicas"] == ["db-1"], r2
+    assert c.writable() == ["db-0"]
+    fill(p, 100011, 100012, "after")
+    c.wait_synced(p)
+    assert rows(c["db-1"]) == rows(p)
+    REPORT.append(f"restart: 3-server primary restarted read-only -> re-promoted in place ({r.seconds:.1f}s), "
+                  f"{len(acked)} acknowledged rows kept; again with db-2 down and QUORUM=2 -> re-promoted")
+
+
+# ---------------------------------------------------- 3. relay_log_recovery
+
+def _acked_only_in_relay_log(c, first=11, last=40):
+    """db-1 acknowledges commits it does not apply (applier stopped); db-2
+    receives nothing (receiver stopped): rows first..last are acknowledged to
+    the client and exist only on db-0 and in db-1's relay log."""
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, first - 1)
+    c.wait_synced(p)
+    c["db-1"].query("STOP SLAVE SQL_THREAD")
+    c["db-2"].query("STOP SLAVE IO_THREAD")
+    fill(p, first, last, "acked")   # each returned OK: acknowledged by db-1
+    assert rows(c["db-1"]) == set(range(1, first)), "db-1 has not applied them"
+    return set(range(1, last + 1))
+
+
+def _relay_log_chained_failure(world, request, recovery: str):
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, extra_cnf=f"relay_log_recovery = {recovery}\n")
+    try:
+        acked = _acked_only_in_relay_log(c)
+        c["db-1"].kill()      # the acknowledging replica crashes and restarts ...
+        c["db-1"].start()
+        c["db-0"].kill()      # ... then the primary dies
+        r = c.run("failover.sh", PRIMARY="db-0")
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        new = c[r.json["primary"]]
+        lost = acked - rows(new)
+        return r, new, lost
+    finally:
+        c.close()
+
+
+def test_relay_log_recovery_off_keeps_acknowledged_commits(world, request):
+    """relay_log_recovery=OFF (what the hook renders): a replica that
+    acknowledged commits it had not applied restarts, then the primary dies;
+    failover promotes it and applies its relay log: nothing lost."""
+    r, new, lost = _relay_log_chained_failure(world, request, "OFF")
+    REPORT.append(f"relay_log_recovery=OFF: restarted replica held 30 acknowledged rows in its relay log -> "
+                  f"promoted {new.name}, lost {len(lost)}")
+    assert new.name == "db-1", r
+    assert not lost, f"acknowledged rows lost: {sorted(lost)}"
+
+
+def test_relay_log_recovery_on_loses_acknowledged_commits(world, request):
+    """The same chained failure with relay_log_recovery=ON: the restarted
+    replica throws its relay log away, the acknowledged rows are lost.  This
+    test documents why the hook must render OFF; it asserts the loss."""
+    r, new, lost = _relay_log_chained_failure(world, request, "ON")
+    REPORT.append(f"relay_log_recovery=ON: same chained failure -> promoted {new.name}, "
+                  f"lost {len(lost)} of 30 acknowledged rows")
+    assert lost == set(range(11, 41)), f"expected the 30 acknowledged rows to be lost, lost {sorted(lost)}"
+
+
+def test_join_applies_relay_log_before_repointing(world, request):
+    """After the restart the agent's join.sh runs while the primary is alive
+    but its replication account cannot log in (a credential rotation): a
+    CHANGE MASTER would drop the relay log and refetch nothing.  join.sh must
+    apply the relay log first; then the primary dies and failover loses
+    nothing."""
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, extra_cnf="relay_log_recovery = OFF\n")
+    try:
+        acked = _acked_only_in_relay_log(c)
+        p = c["db-0"]
+        c["db-1"].kill()
+        c["db-1"].start()
+        p.query("SET SESSION sql_log_bin = 0; ALTER USER 'repl'@'%' ACCOUNT LOCK")
+        pf = c.world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        rj = c.run("join.sh", POD_NAME="db-1", PRIMARY_FILE=pf, JOIN_WAIT=3)
+        assert rj.json["result"] in ("error", "joined", "waiting"), rj
+        after_join = rows(c["db-1"])
+        p.kill()
+        r = c.run("failover.sh", PRIMARY="db-0")
+        assert r.rc == 0 and r.json["primary"] == "db-1", r
+        lost = acked - rows(c["db-1"])
+        REPORT.append(f"join.sh on a restarted replica (receiver cannot log in): {len(after_join)} rows applied "
+                      f"after join ({rj.json.get('result')}/{rj.json.get('reason', '')}), lost after failover {len(lost)}")
+        assert not lost, f"acknowledged rows lost: {sorted(lost)}"
+    finally:
+        c.close()
+
+
+# -------------------------------------------- 5. half-finished role changes
+
+def _run_bg(c, script, **env):
+    """Run a script in a thread; returns (thread, box) with box['r'] set at the end."""
+    import threading
+    box = {}
+
+    def go():
+        box["r"] = c.run(script, **env)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t, box
+
+
+def _block_applier(c, name: str, n: int = 5):
+    """A client session on replica `name` holds row n locked; the next update
+    of that row from the primary (acknowledged: the receiver still runs)
+    stalls the replica's applier until the session commits."""
+    s = Session(c[name])
+    s.send(f"BEGIN; SELECT n FROM hook.t WHERE n = {n} FOR UPDATE;")
+    assert s.wait_output(str(n)), s.err
+    c["db-0"].query(f"UPDATE hook.t SET writer = 'u' WHERE n = {n}", user="app")
+    return s
+
+
+def _waiting_in(s, text: str) -> bool:
+    return any(text in (r[4] or "") for r in processlist(s))
+
+
+def test_failover_repoint_failure_after_promotion(cluster):
+    """A member freezes between the promotion and its repointing: the Job
+    still succeeds, names the promoted pod and lists the member in
+    repointFailed; the agent's join.sh finishes the job once it is back."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    c["db-0"].kill()
+    t, box = _run_bg(c, "failover.sh", PRIMARY="db-0", CONNECT_TIMEOUT=2)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 60, what="failover waiting for db-1's applier")
+        c["db-2"].freeze()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+        assert r.rc == 0 and r.json["result"] == "promoted", r
+        assert r.json["promoted"] == r.json["primary"] == "db-1", r
+        assert r.json["repointFailed"] == ["db-2"] and r.json["replicas"] == [], r
+        assert "db-2" in r.stderr and "repoint" in r.stderr
+    finally:
+        c["db-2"].thaw()
+        lock.close()
+    assert c.writable() == ["db-1"]
+    pf = c.world.root / c.tag / "primary"
+    pf.write_text("db-1\n")
+    rj = c.run("join.sh", POD_NAME="db-2", PRIMARY_FILE=pf)
+    assert rj.rc == 0 and rj.json["result"] == "joined", rj
+    assert c["db-2"].replicating_from(c["db-1"])
+    REPORT.append(f"half-finished failover: db-2 froze before its repoint -> promoted db-1, repointFailed {r.json['repointFailed']}, "
+                  f"rc {r.rc}; join.sh then joined db-2")
+
+
+def test_switchover_repoint_failure_after_promotion(cluster):
+    """The same for switchover: TARGET is promoted, a member that stops
+    answering before its repointing is listed in repointFailed, the Job
+    succeeds and names the promoted pod."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    t, box = _run_bg(c, "switchover.sh", PRIMARY="db-0", TARGET="db-1", CONNECT_TIMEOUT=2, SWITCHOVER_WAIT=60)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 60, what="switchover waiting for db-1")
+        c["db-2"].freeze()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+        assert r.rc == 0 and r.json["result"] == "switched", r
+        assert r.json["promoted"] == r.json["primary"] == "db-1", r
+        assert r.json["repointFailed"] == ["db-2"] and r.json["replicas"] == ["db-0"], r
+    finally:
+        c["db-2"].thaw()
+        lock.close()
+    assert c.writable() == ["db-1"]
+    REPORT.append(f"half-finished switchover: db-2 froze before its repoint -> switched to db-1, "
+                  f"repointFailed {r.json['repointFailed']}, rc {r.rc}")
+
+
+# ------------------------------------------------ 6. switchover without a freeze
+
+class ReadOnlyPoller:
+    """Samples read_only of some servers (a new connection per sample: the
+    fence kills client connections) and records when each changed."""
+
+    def __init__(self, servers, interval=0.02):
+        import threading
+        self.servers = servers
+        self.interval = interval
+        self.samples: list[tuple[float, dict]] = []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            snap = {}
+            for s in self.servers:
+                try:
+                    snap[s.name] = s.read_only()
+                except Exception:  # noqa: BLE001 - a refused sample is no information
+                    snap[s.name] = None
+            self.samples.append((time.time(), snap))
+            time.sleep(self.interval)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join(30)
+
+    def first(self, name, value, after=0.0):
+        return next((t for t, snap in self.samples if t >= after and snap.get(name) is value), None)
+
+    def ever(self, name, value, until=None):
+        return any(snap.get(name) is value for t, snap in self.samples if until is None or t <= until)
+
+
+def test_switchover_catches_up_before_fencing(cluster):
+    """TARGET lags (its applier is held by a row lock) while a client writes:
+    the primary stays writable during the catch-up, is made read-only only
+    when TARGET has (nearly) caught up, and the write freeze is short."""
+    from dbcluster import Writer
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    wa = Writer(c["db-0"], 1000, "a", stop_on_error=False, max_seconds=12)
+    wb = Writer(c["db-1"], 5_000_000, "b", stop_on_error=False, max_seconds=12)
+    poll = ReadOnlyPoller([c["db-0"], c["db-1"]])
+    wa.start()
+    wb.start()
+    t0 = time.time()
+    t, box = _run_bg(c, "switchover.sh", PRIMARY="db-0", TARGET="db-1", SWITCHOVER_WAIT=60)
+    try:
+        wait_for(lambda: _waiting_in(c["db-1"], "MASTER_GTID_WAIT"), 30, what="switchover waiting for db-1")
+        acked_before = len(wa.acked)
+        time.sleep(3)   # TARGET cannot catch up meanwhile
+        writable_during_wait = not poll.ever("db-0", True)
+        acked_during_wait = len(wa.acked) - acked_before
+        t_release = time.time()
+        lock.send("COMMIT;")
+        t.join(120)
+        r = box["r"]
+    finally:
+        lock.close()
+        wa.join(60)
+        wb.join(60)
+        poll.stop()
+    assert r.rc == 0 and r.json["result"] == "switched" and r.json["primary"] == "db-1", r
+    assert writable_during_wait, "the primary was made read-only while TARGET was still catching up"
+    assert acked_during_wait > 0, "writes must go on during the catch-up"
+    ro_at = poll.first("db-0", True, after=t0)
+    open_at = poll.first("db-1", False, after=t0)
+    assert ro_at and open_at and ro_at >= t_release - 0.1, (ro_at, t_release)
+    freeze = open_at - ro_at
+    np = c["db-1"]
+    c.wait_synced(np)
+    acked = set(wa.acked) | set(wb.acked)
+    lost = acked - rows(np)
+    by_sid = {}
+    for n, sid, ts in np.query("SELECT n, sid, ts FROM hook.t WHERE n >= 1000"):
+        by_sid.setdefault(int(sid), []).append(ts)
+    assert not lost, sorted(lost)[:20]
+    assert max(by_sid[1]) < min(by_sid[2]), "db-0 and db-1 accepted writes at the same time"
+    REPORT.append(f"switchover catch-up first: primary writable during a 3 s catch-up ({acked_during_wait} writes "
+                  f"acknowledged meanwhile); write freeze (db-0 read-only -> db-1 writable) {freeze * 1000:.0f} ms "
+                  f"(sampling {poll.interval * 1000:.0f} ms; script's frozenMs {r.json.get('frozenMs')}); last write on db-0 {max(by_sid[1])}, first on db-1 "
+                  f"{min(by_sid[2])}; lost {len(lost)}")
+    assert freeze < 5, freeze
+
+
+def test_switchover_catchup_timeout_never_fences(cluster):
+    """TARGET cannot catch up within SWITCHOVER_WAIT: catchup-timeout, and
+    the primary was never made read-only."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    lock = _block_applier(c, "db-1")
+    poll = ReadOnlyPoller([c["db-0"]])
+    try:
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", SWITCHOVER_WAIT=3)
+    finally:
+        poll.stop()
+        lock.send("COMMIT;")
+        lock.close()
+    assert r.rc == 1 and r.json["reason"] == "catchup-timeout", r
+    assert "promoted" not in r.json
+    assert not poll.ever("db-0", True), "the primary was made read-only"
+    assert c.writable() == ["db-0"]
+    fill(c["db-0"], 11, 12)
+    REPORT.append(f"switchover catch-up timeout: catchup-timeout after {r.seconds:.1f}s, primary never read-only "
+                  f"({len(poll.samples)} samples)")
+
+
+# ------------------------------------------- 7. bootstrap over retained data
+
+def _restart_all(c):
+    """Every server stopped and started again: what recreating the cluster
+    over its retained volumes does (each comes back read-only, replication
+    threads stopped, replica configuration kept)."""
+    for s in c.servers:
+        s.stop()
+    for s in c.servers:
+        s.start()
+    assert c.writable() == []
+
+
+def test_bootstrap_over_retained_data_takes_the_most_advanced(cluster):
+    """A failover moved the primary to db-2 and more rows were written while
+    db-0 was down; the cluster is recreated over its volumes and bootstrap
+    runs with the hint PRIMARY=db-0: db-2 must become primary, no row lost;
+    db-0, which also wrote a transaction of its own meanwhile, is reported
+    rebuildNeeded, not joined."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 20)
+    c.wait_synced(c["db-0"])
+    c["db-0"].kill()
+    c["db-1"].kill()
+    r = c.run("failover.sh", PRIMARY="db-0", FORCE=1)
+    assert r.rc == 0 and r.json["primary"] == "db-2", r
+    c["db-1"].start()
+    pf = c.world.root / c.tag / "primary"
+    pf.write_text("db-2\n")
+    rj = c.run("join.sh", POD_NAME="db-1", PRIMARY_FILE=pf)
+    assert rj.rc == 0 and rj.json["result"] == "joined", rj
+    fill(c["db-2"], 21, 40)
+    c.wait_synced(c["db-2"])
+    c["db-0"].start()
+    _restart_all(c)
+    # db-0 writes on its own while read-only (root bypasses MariaDB's read_only)
+    c["db-0"].query("INSERT INTO hook.t VALUES (9000, 'errant', @@server_id, NOW(6))")
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb.rc == 0 and rb.json["result"] == "bootstrapped", rb
+    assert rb.json["primary"] == "db-2", rb
+    assert rb.json["promoted"] == "db-2", rb
+    assert rb.json["rebuildNeeded"] == ["db-0"] and rb.json["replicas"] == ["db-1"], rb
+    assert c.writable() == ["db-2"]
+    assert rows(c["db-2"]) == set(range(1, 41)), "no row lost"
+    assert c["db-1"].replicating_from(c["db-2"])
+    assert c["db-0"].read_only() and not c["db-0"].replica_status().get("Master_Host")  \
+        or not c["db-0"].replicating_from(c["db-2"])
+    # rerun: the same answer, nothing changes
+    before = c.state()
+    rb2 = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb2.rc == 0 and rb2.json["primary"] == "db-2" and rb2.json["rebuildNeeded"] == ["db-0"], rb2
+    assert c.state() == before
+
+    # again over the volumes, the hint now a former replica as advanced as
+    # db-2: the hint wins the tie; its stale replica configuration is reset
+    _restart_all(c)
+    rb3 = c.run("bootstrap.sh", PRIMARY="db-1", BOOTSTRAP_WAIT=20)
+    assert rb3.rc == 0 and rb3.json["primary"] == "db-1", rb3
+    assert c.writable() == ["db-1"] and not c["db-1"].replica_status().get("Master_Host")
+    assert c["db-2"].replicating_from(c["db-1"])
+    fill(c["db-1"], 41, 42)
+    c.wait_synced(c["db-1"])
+    assert rows(c["db-2"]) == set(range(1, 43))
+    REPORT.append(f"bootstrap over retained volumes, hint db-0: chose {rb.json['primary']} (40 rows kept), "
+                  f"rebuildNeeded {rb.json['rebuildNeeded']}; hint db-1 tied with db-2 -> db-1, stale replica "
+                  f"configuration reset")
+
+
+def test_bootstrap_over_diverged_data_refuses(cluster):
+    """No member contains every other's transactions: diverged, listing
+    the sets, nothing made writable (a human decides)."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    _restart_all(c)
+    # transactions of two former primaries (server_id 8 and 9), each on one member
+    c["db-1"].query("SET SESSION server_id = 9; INSERT INTO hook.t VALUES (901, 'x', 9, NOW(6))")
+    c["db-2"].query("SET SESSION server_id = 8; INSERT INTO hook.t VALUES (801, 'y', 8, NOW(6))")
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=20)
+    assert rb.rc == 1 and rb.json["reason"] == "diverged", rb
+    assert "db-1=" in rb.json["message"] and "db-2=" in rb.json["message"], rb
+    assert "promoted" not in rb.json
+    assert c.writable() == []
+    REPORT.append(f"bootstrap over diverged volumes: {rb.json['message'][:160]}")
+
+
+def test_bootstrap_waits_for_every_member_when_data_exists(cluster):
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 5)
+    c.wait_synced(c["db-0"])
+    _restart_all(c)
+    c["db-2"].kill()
+    rb = c.run("bootstrap.sh", PRIMARY="db-0", BOOTSTRAP_WAIT=3)
+    assert rb.rc == 1 and rb.json["reason"] == "members-unreachable" and "db-2" in rb.json["message"], rb
+    assert c.writable() == []
+
+
+# ------------------------------------------------------------------ 8. drain
+
+def prestop(c, pod: str, primary_file, **env):
+    """Run prestop.sh as the kubelet runs a preStop exec hook (no termination
+    log of its own); returns (exit code, JSON line, stderr, seconds)."""
+    import json
+    import os
+    import subprocess
+    from dbcluster import ROOT_PASSWORD, SCRIPTS
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
+            "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "TERMINATION_LOG": str(c.world.root / "must-not-be-written")}
+    full.update({k: str(v) for k, v in env.items()})
+    t0 = time.time()
+    p = subprocess.run(["bash", str(SCRIPTS / "prestop.sh")], env=full, capture_output=True, text=True, timeout=300)
+    lines = [x for x in p.stdout.splitlines() if x.strip()]
+    assert not (c.world.root / "must-not-be-written").exists()
+    return p.returncode, json.loads(lines[-1]) if lines else {}, p.stderr, time.time() - t0
+
+
+def test_prestop_waits_for_the_switchover(cluster):
+    """The primary's preStop hook holds the container until the hook's
+    switchover has moved the primary away, then lets it stop; other pods and
+    a hook that waits in vain never block (and never fail)."""
+    import threading
+    c = cluster
+    c.bootstrap()
+    pf = c.world.root / c.tag / "primary"
+    pf.write_text("db-0\n")
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("r", prestop(c, "db-0", pf, PRESTOP_WAIT=60)), daemon=True)
+    t.start()
+    time.sleep(3)
+    assert t.is_alive(), f"prestop.sh of the primary returned before any switchover: {box}"
+    rs = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+    t_switched = time.time()
+    assert rs.rc == 0 and rs.json["result"] == "switched", rs
+    t.join(30)
+    assert not t.is_alive()
+    rc, line, err, secs = box["r"]
+    after = time.time() - t_switched
+    assert rc == 0 and line["result"] == "handed-over" and line["newPrimary"] == "db-1", (line, err)
+    assert after < 3, f"prestop.sh returned {after:.1f}s after the switchover"
+    # the file is stale (still db-0): db-1 is writable, so it is the primary and waits;
+    # with no switchover coming it gives up at PRESTOP_WAIT (bash SECONDS: whole
+    # seconds, so 1-2 s for 2), exit 0
+    rc1, l1, _, s1 = prestop(c, "db-1", pf, PRESTOP_WAIT=2)
+    assert rc1 == 0 and l1["result"] == "timeout" and 1 <= s1 < 8, (l1, s1)
+    # a replica: at once
+    rc2, l2, _, s2 = prestop(c, "db-2", pf)
+    assert rc2 == 0 and l2["result"] == "not-primary" and s2 < 3, (l2, s2)
+    # one member: at once
+    rc3, l3, _, _ = prestop(c, "db-0", pf, PODS=f"db-0={c['db-0'].addr}")
+    assert rc3 == 0 and l3["result"] == "single-member", l3
+    # broken env: still exit 0
+    rc4, l4, _, _ = prestop(c, "nope", pf)
+    assert rc4 == 0 and l4["result"] == "error" and l4["reason"] == "bad-env", l4
+    # the server is down: nothing to hand over
+    c["db-2"].kill()
+    rc5, l5, _, _ = prestop(c, "db-2", pf)
+    assert rc5 == 0 and l5["result"] == "self-unreachable", l5
+    REPORT.append(f"prestop.sh: primary held {secs:.1f}s, returned {after:.2f}s after the switchover "
+                  f"(switchover.sh {rs.seconds:.1f}s, frozenMs {rs.json.get('frozenMs')}); timeout case {s1:.1f}s; "
+                  f"replica {s2:.2f}s")
