@@ -1,25 +1,33 @@
 # syntax=docker/dockerfile:1
-# Build: docker build -t mysql-hook .
+# The hook's image. Build it with any OCI builder that supports cache mounts:
+#   docker build -t mysql-hook .      (BuildKit)
+#   podman build -t mysql-hook .      (or: buildah build --layers -t mysql-hook .)
+# tests/image/build.sh builds exactly this file with buildah, and tests/image.rs
+# runs the result (README, "The container image").
+
+# Build stage. Nothing here names the workspace's crates, binaries or benches: the
+# whole context is copied and cargo builds from it, so a new crate, bench or binary
+# needs no change here. (The previous layout built placeholder sources first and
+# drifted from the manifests: it lacked hooks/benches/ratio.rs, so `cargo fetch
+# --locked` failed.) Dependencies are cached by cache mounts instead, which persist
+# on the builder between builds: the crate registry (downloads) and the target
+# directory (compiled dependencies), so after a source change only our two crates
+# compile again. A builder without that cache (a fresh CI machine) builds
+# everything once. The target directory is a cache mount, not part of a layer, so
+# the binary is copied out of it in the same step.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-# Dependencies first, so a source change does not refetch and rebuild them.
-COPY Cargo.toml Cargo.lock ./
-COPY hooks/Cargo.toml hooks/Cargo.toml
-# hooks/Cargo.toml names its benches, so they need placeholders too.
-RUN mkdir -p src hooks/src hooks/benches \
- && echo 'fn main() {}' > src/main.rs && touch src/lib.rs hooks/src/lib.rs \
- && for b in core growth; do echo 'fn main() {}' > hooks/benches/$b.rs; done \
- && cargo fetch --locked
 COPY . .
-# Make sure cargo rebuilds the real sources, not the placeholders' artifacts.
-RUN touch src/main.rs src/lib.rs hooks/src/lib.rs hooks/build.rs \
- && cargo build --release --locked --bin mysql-hook
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin mysql-hook \
+ && cp target/release/mysql-hook /usr/local/bin/mysql-hook
 
-# Runtime: glibc and CA certificates only, no shell, non-root (uid 65532).
+# Runtime: glibc, libgcc and CA certificates only, no shell, non-root (uid 65532).
 FROM gcr.io/distroless/cc-debian12:nonroot
 # The path is a contract: server and Job pods run `/usr/local/bin/mysql-hook
 # install-scripts` from this image (hooks::scripts::INSTALL_COMMAND).
-COPY --from=build /src/target/release/mysql-hook /usr/local/bin/mysql-hook
+COPY --from=build /usr/local/bin/mysql-hook /usr/local/bin/mysql-hook
 USER 65532:65532
 EXPOSE 8080
 # Off loopback the hook needs MYSQL_HOOK_AUTH_TOKEN_FILE (the Deployment sets it).

@@ -27,6 +27,11 @@ pub enum Command {
         /// Where to write them (an emptyDir in the pod).
         dir: PathBuf,
     },
+    /// Show, offline, what the hook would do with a `MySQL` manifest: the children
+    /// it would create, change (changed fields only) or delete, and the status it
+    /// would report, given the live state as `kubectl get -o json` prints it.
+    /// Secret values are never printed. Exit status 2: the hook would refuse.
+    Plan(crate::plan::PlanArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]

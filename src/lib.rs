@@ -8,6 +8,7 @@ pub mod auth;
 pub mod cli;
 pub mod cluster_metrics;
 pub mod metrics;
+pub mod plan;
 pub mod process_metrics;
 pub mod request_span;
 pub mod tls;

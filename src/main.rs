@@ -1,4 +1,4 @@
-//! `mysql-hook`: serve the hooks, or print the CRDs.
+//! `mysql-hook`: serve the hooks, print the CRDs, install the scripts, or plan.
 
 use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Some(Command::InstallScripts { dir }) => {
             mysql_hook::install_scripts(&dir).map_err(|e| format!("installing the scripts into {}: {e}", dir.display()))
         }
+        Some(Command::Plan(args)) => return mysql_hook::plan::main(&args, &cli.serve),
         Some(Command::Serve) | None => serve(&cli.serve),
     };
     match result {

@@ -1,5 +1,7 @@
-//! A real Kubernetes API server judges the CRDs, the examples, invalid specs and
-//! every child and status in the golden fixtures (DESIGN.md §6, layer 4).
+//! A real Kubernetes API server judges the CRDs, the examples, invalid specs,
+//! every child and status in the golden fixtures (DESIGN.md §6, layer 4), and both
+//! install overlays rendered with kustomize as a user applies them (Metacontroller's
+//! CRDs from `METACONTROLLER_CRDS` or its source tree, see `conformance.py`).
 //!
 //! Runs `python3 tests/k8s/conformance.py`, which builds pinned etcd and
 //! kube-apiserver from the Go module proxy on first use (cached outside the repo,

@@ -2,9 +2,10 @@
 //!
 //! - `rules`: `python3 tests/observability/rules.py`: `promtool check rules` and
 //!   `promtool test rules` on the PrometheusRule, every alert tested, documented
-//!   and given a runbook section, every dashboard query parsed. promtool is built
-//!   from the Go module proxy on first use (`tests/observability/build-promtool.sh`,
-//!   cached outside the repo).
+//!   and given a runbook section, every dashboard query parsed. promtool is
+//!   Debian's (the `prometheus` package) when on PATH, else (or with
+//!   `PROMTOOL_BUILD=1`) built from the Go module proxy
+//!   (`tests/observability/build-promtool.sh`, cached outside the repo).
 //! - `manifests`: `python3 tests/observability/manifests.py`: a real API server
 //!   (tests/k8s/harness.py) with the Prometheus Operator's own CRDs (fetched from
 //!   the Go module proxy) accepts every object of the components in a strict

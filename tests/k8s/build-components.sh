@@ -9,6 +9,7 @@
 #                                  and Metacontroller (when its source is found)
 #   build-components.sh --node     --full, plus what a real node needs: kubelet,
 #                                  CoreDNS and the pause binary
+#   build-components.sh --kustomize   only kustomize (also part of the others)
 #   build-components.sh --print-bin-dir   print the bin dir and exit (builds nothing)
 #   build-components.sh --print-metacontroller-src   print the Metacontroller source
 #                                  directory that would be used ("" if none) and exit
@@ -45,8 +46,10 @@ full=0
 node=0
 print_only=0
 print_mc_src=0
+kustomize_only=0
 for arg in "$@"; do
   case "${arg}" in
+    --kustomize) kustomize_only=1 ;;
     --full) full=1 ;;
     --node) full=1; node=1 ;;
     --print-bin-dir) print_only=1 ;;
@@ -138,6 +141,32 @@ build_etcd() {
       -o "${dir}/etcd.tmp" go.etcd.io/etcd/server/v3)
   install_bin "${dir}/etcd.tmp" etcd "${ETCD_VERSION}"
   log "etcd ${ETCD_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+# ----------------------------------------------------------------------- kustomize
+# What `kubectl apply -k` users render the install manifests with (the tests render
+# metacontroller/ and its overlays with it, tests/k8s/conformance.py and
+# tests/scripts_image.rs).
+build_kustomize() {
+  local dir="${build_dir}/kustomize-${KUSTOMIZE_VERSION}" t0
+  t0=$(now)
+  log "building kustomize ${KUSTOMIZE_VERSION} (sigs.k8s.io/kustomize/kustomize/v5) in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  printf 'module mysqlhook.local/kustomize-build\n\ngo 1.26\n' >"${dir}/go.mod"
+  (cd "${dir}" && go get "sigs.k8s.io/kustomize/kustomize/v5@${KUSTOMIZE_VERSION}")
+  (cd "${dir}" && go build -ldflags "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=${KUSTOMIZE_VERSION}" \
+      -o "${dir}/kustomize.tmp" sigs.k8s.io/kustomize/kustomize/v5)
+  install_bin "${dir}/kustomize.tmp" kustomize "${KUSTOMIZE_VERSION}"
+  log "kustomize ${KUSTOMIZE_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+ensure_kustomize() {
+  if up_to_date kustomize "${KUSTOMIZE_VERSION}"; then
+    log "kustomize ${KUSTOMIZE_VERSION} is up to date"
+  else
+    build_kustomize
+  fi
 }
 
 # ---------------------------------------------------------------------- kubernetes
@@ -265,6 +294,11 @@ build_pause() {
 
 # ---------------------------------------------------------------------------- main
 start=$(now)
+if [[ ${kustomize_only} == 1 ]]; then
+  ensure_kustomize
+  echo "${bin_dir}"
+  exit 0
+fi
 k8s_components=(kube-apiserver)
 [[ ${full} == 1 ]] && k8s_components+=(kube-controller-manager kube-scheduler)
 [[ ${node} == 1 ]] && k8s_components+=(kubelet)
@@ -274,6 +308,7 @@ if up_to_date etcd "${ETCD_VERSION}"; then
 else
   build_etcd
 fi
+ensure_kustomize
 
 missing=()
 for c in "${k8s_components[@]}"; do

@@ -24,13 +24,26 @@ c. for every golden response in test-fixtures/<hook>/<scenario>/response.json
    - the response's status is accepted by the parent's status subresource and reads
      back exactly as sent (observedGeneration aside): nothing pruned, defaulted or
      normalised, because Metacontroller compares the stored status with the hook's
-     answer on every sync.
+     answer on every sync;
+d. every install overlay (metacontroller/ and metacontroller-secure/) as a user
+   applies it: rendered with kustomize (built from the Go module proxy, pinned in
+   versions.env), Metacontroller's CRDs and the overlay's CRDs and Namespace applied
+   for real, then every other object accepted by a server-side dry-run (strict field
+   validation); and the wiring checked: every hook URL of every CompositeController
+   reaches the hook's Service, a Service port, a container port and the port the
+   hook listens on, with the scheme it serves (HTTPS with a CA bundle from the
+   Secret the hook's certificate comes from), and carries the bearer token from the
+   Secret the hook reads its token file from. Metacontroller's CRDs are found as the
+   full loop finds them: METACONTROLLER_CRDS (a file or a directory), else
+   manifests/metacontroller-crds-v1.yaml of the Metacontroller source tree at
+   $MYSQL_HOOK_METACONTROLLER_SRC, ../shared/metacontroller or
+   /work/shared/metacontroller; without them this section fails.
 
 Every check prints PASS or FAIL (naming the fixture, the object and the server's
 message); the last line is `conformance: N passed, M failed`. Exit status 0 only
 when nothing failed.
 
-    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures] [-k TEXT]
+    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures,overlays] [-k TEXT]
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 import traceback
@@ -48,10 +62,10 @@ from typing import Any
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (  # noqa: E402
-    REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_yaml_docs, strip_server_fields,
+    BUILD_SCRIPT, REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_yaml_docs, strip_server_fields,
 )
 
-SECTIONS = ("crds", "examples", "invalid", "fixtures")
+SECTIONS = ("crds", "examples", "invalid", "fixtures", "overlays")
 # Fields a child must not carry: Metacontroller wants fresh objects (DESIGN.md §3).
 SERVER_OWNED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp",
                          "managedFields", "deletionTimestamp", "selfLink")
@@ -537,6 +551,223 @@ def check_parent_status(k8s: Cluster, fixture: str, parent: dict, status: Any, r
             rep.note(what, f"could not delete the parent afterwards: {server_message(e)}")
 
 
+# ---------------------------------------------------------------------- overlays
+
+OVERLAYS = ("metacontroller", "metacontroller-secure")
+HOOK_NAMESPACE = "mysql-hook"
+MC_CRDS_IN_TREE = Path("manifests") / "metacontroller-crds-v1.yaml"
+
+
+def metacontroller_crds() -> tuple[Path | None, str]:
+    """Metacontroller's CRD YAML as the full loop finds it: METACONTROLLER_CRDS (a file
+    or a directory), else the source tree's manifests; (None, why) when there is none."""
+    env = os.environ.get("METACONTROLLER_CRDS")
+    if env:
+        return (Path(env), "METACONTROLLER_CRDS") if Path(env).exists() else (None, f"METACONTROLLER_CRDS={env} does not exist")
+    for src in (os.environ.get("MYSQL_HOOK_METACONTROLLER_SRC"), str(REPO.parent / "shared" / "metacontroller"),
+                "/work/shared/metacontroller"):
+        if src and (Path(src) / MC_CRDS_IN_TREE).is_file():
+            return Path(src) / MC_CRDS_IN_TREE, f"the Metacontroller source tree {src}"
+    return None, ("no Metacontroller CRDs: set METACONTROLLER_CRDS (a file or directory of its CRD YAML, "
+                  "manifests/production/ of a release) or put its source tree at "
+                  "$MYSQL_HOOK_METACONTROLLER_SRC, ../shared/metacontroller or /work/shared/metacontroller")
+
+
+def kustomize_binary(k8s: Cluster) -> Path:
+    """kustomize from the component cache (build-components.sh builds it with etcd and
+    kube-apiserver; with MYSQL_HOOK_K8S_BIN_DIR, `--kustomize` builds it alone)."""
+    if k8s.bin_dir is not None and os.access(k8s.bin_dir / "kustomize", os.X_OK):
+        return k8s.bin_dir / "kustomize"
+    proc = subprocess.run(["bash", str(BUILD_SCRIPT), "--kustomize"], stdout=subprocess.PIPE, text=True)
+    lines = [l for l in proc.stdout.splitlines() if l.strip()]
+    if proc.returncode != 0 or not lines:
+        raise HarnessError(f"{BUILD_SCRIPT.name} --kustomize failed (exit status {proc.returncode})")
+    return Path(lines[-1].strip()) / "kustomize"
+
+
+def render(kustomize: Path, overlay: str) -> list[dict]:
+    proc = subprocess.run([str(kustomize), "build", overlay], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise HarnessError(f"kustomize build {overlay} failed: {proc.stderr.strip()}")
+    import yaml  # the harness already required PyYAML
+    return [d for d in yaml.safe_load_all(proc.stdout) if isinstance(d, dict)]
+
+
+def _find(docs: list[dict], kind: str, name: str) -> dict | None:
+    return next((d for d in docs if d.get("kind") == kind and (d.get("metadata") or {}).get("name") == name), None)
+
+
+def _env(container: dict, name: str) -> str | None:
+    return next((e.get("value") for e in container.get("env") or [] if e.get("name") == name), None)
+
+
+def _secret_of_file(pod: dict, container: dict, path: str | None) -> tuple[str, str] | None:
+    """(Secret name, key) a file path in the container comes from, via its volume mounts."""
+    if not path:
+        return None
+    for m in container.get("volumeMounts") or []:
+        mount = m.get("mountPath", "").rstrip("/")
+        if path.startswith(mount + "/"):
+            vol = next((v for v in pod.get("volumes") or [] if v.get("name") == m.get("name")), None)
+            if vol and "secret" in vol:
+                return vol["secret"].get("secretName"), path[len(mount) + 1:]
+    return None
+
+
+def wiring_problems(docs: list[dict], secure: bool) -> list[tuple[str, list[str]]]:
+    """For each CompositeController hook: why Metacontroller's call would not reach the
+    hook as configured (empty list: it would)."""
+    from urllib.parse import urlsplit
+    out: list[tuple[str, list[str]]] = []
+    svc = _find(docs, "Service", "mysql-hook")
+    dep = _find(docs, "Deployment", "mysql-hook")
+    if svc is None or dep is None:
+        return [("install", ["no Service or Deployment named mysql-hook"])]
+    ns = (svc.get("metadata") or {}).get("namespace")
+    pod = dep["spec"]["template"]["spec"]
+    container = next((c for c in pod.get("containers", []) if c.get("name") == "mysql-hook"), {})
+    listen = _env(container, "MYSQL_HOOK_LISTEN") or "127.0.0.1:8080"
+    listen_port = int(listen.rsplit(":", 1)[1])
+    tls = bool(_env(container, "MYSQL_HOOK_TLS_CERT_FILE")) and bool(_env(container, "MYSQL_HOOK_TLS_KEY_FILE"))
+    token_from = _secret_of_file(pod, container, _env(container, "MYSQL_HOOK_AUTH_TOKEN_FILE"))
+    cert_from = _secret_of_file(pod, container, _env(container, "MYSQL_HOOK_TLS_CERT_FILE"))
+    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports") or []}
+    ccs = [d for d in docs if d.get("kind") == "CompositeController"]
+    names = sorted((c.get("metadata") or {}).get("name") for c in ccs)
+    if names != ["mysql-hook", "mysql-hook-backup"]:
+        out.append(("CompositeControllers", [f"expected mysql-hook and mysql-hook-backup, found {names}"]))
+    for cc in ccs:
+        cc_name = cc["metadata"]["name"]
+        configs = {e.get("host"): e for e in (cc.get("spec") or {}).get("endpointConfigs") or []}
+        for hook, spec in sorted(((cc.get("spec") or {}).get("hooks") or {}).items()):
+            problems: list[str] = []
+            url = ((spec or {}).get("webhook") or {}).get("url", "")
+            u = urlsplit(url)
+            host, port = u.hostname or "", u.port or (443 if u.scheme == "https" else 80)
+            if host != f"mysql-hook.{ns}.svc":
+                problems.append(f"{url}: the host is not the hook's Service mysql-hook.{ns}.svc")
+            if secure and u.scheme != "https":
+                problems.append(f"{url}: not HTTPS, though this overlay serves HTTPS only")
+            if (u.scheme == "https") != tls:
+                problems.append(f"{url}: {u.scheme}, but the hook serves {'HTTPS' if tls else 'plain HTTP'}")
+            sport = next((p for p in svc["spec"].get("ports") or [] if p.get("port") == port), None)
+            if sport is None:
+                problems.append(f"{url}: the Service has no port {port} "
+                                f"(it has {[p.get('port') for p in svc['spec'].get('ports') or []]})")
+            else:
+                target = sport.get("targetPort", port)
+                cport = ports.get(target) if isinstance(target, str) else target
+                if cport != listen_port:
+                    problems.append(f"{url}: Service port {port} leads to container port {target!r} = {cport}, "
+                                    f"but the hook listens on {listen_port}")
+            conf = configs.get(host) or {}
+            auth = ((spec or {}).get("webhook") or {}).get("authorization") or conf.get("authorization") or {}
+            ref = auth.get("secretRef") or {}
+            if token_from is None:
+                problems.append("the hook reads no token file (MYSQL_HOOK_AUTH_TOKEN_FILE from a Secret volume)")
+            elif (ref.get("name"), ref.get("key"), ref.get("namespace")) != (*token_from, ns):
+                problems.append(f"{url}: sends the token of Secret {ref.get('namespace')}/{ref.get('name')} key "
+                                f"{ref.get('key')}, but the hook reads {ns}/{token_from[0]} key {token_from[1]}")
+            if u.scheme == "https":
+                ca = ((spec or {}).get("webhook") or {}).get("caBundle") or conf.get("caBundle") or {}
+                ca_ref = ca.get("secretRef") or {}
+                if not ca:
+                    problems.append(f"{url}: HTTPS without a caBundle, so Metacontroller cannot verify the hook")
+                elif cert_from is not None and ca_ref and (ca_ref.get("name"), ca_ref.get("namespace")) != (cert_from[0], ns):
+                    problems.append(f"{url}: trusts the CA of Secret {ca_ref.get('namespace')}/{ca_ref.get('name')}, "
+                                    f"but the hook's certificate comes from {ns}/{cert_from[0]}")
+            out.append((f"CompositeController {cc_name} {hook} hook {url}", problems))
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = (container.get(probe) or {}).get("httpGet") or {}
+        p = get.get("port")
+        problems = []
+        if (ports.get(p) if isinstance(p, str) else p) != listen_port:
+            problems.append(f"probes port {p!r}, but the hook listens on {listen_port}")
+        if (get.get("scheme", "HTTP") == "HTTPS") != tls:
+            problems.append(f"probes with {get.get('scheme', 'HTTP')}, but the hook serves {'HTTPS' if tls else 'HTTP'}")
+        out.append((f"Deployment mysql-hook {probe}", problems))
+    return out
+
+
+def check_overlays(k8s: Cluster, rep: Report) -> None:
+    crds, origin = metacontroller_crds()
+    if crds is None:
+        rep.fail("overlays: Metacontroller CRDs", origin)
+        return
+    files = sorted(p for p in crds.rglob("*") if p.suffix in (".yaml", ".yml")) if crds.is_dir() else [crds]
+    mc_docs = [d for f in files for d in load_yaml_docs(f) if isinstance(d, dict)
+               and d.get("kind") == "CustomResourceDefinition"]
+    if not mc_docs:
+        rep.fail(f"overlays: {crds}", "holds no CustomResourceDefinition")
+        return
+    for doc in mc_docs:
+        what = f"overlays: Metacontroller CRD {doc['metadata']['name']} (from {origin})"
+        try:
+            k8s.apply(doc)
+            crd = k8s.wait_for_crd_established(doc["metadata"]["name"])
+            for v in crd["spec"].get("versions", []):
+                if v.get("served"):
+                    k8s.wait_for_kind(f"{crd['spec']['group']}/{v['name']}", crd["spec"]["names"]["kind"])
+            rep.ok(f"{what} applied and Established")
+        except (ApiError, HarnessError) as e:
+            rep.fail(what, server_message(e))
+    try:
+        kustomize = kustomize_binary(k8s)
+    except HarnessError as e:
+        rep.fail("overlays: kustomize", str(e))
+        return
+    for overlay in OVERLAYS:
+        try:
+            docs = render(kustomize, overlay)
+        except HarnessError as e:
+            rep.fail(f"overlays: {overlay}/", str(e))
+            continue
+        rep.ok(f"overlays: {overlay}/ rendered by kustomize: {len(docs)} objects")
+        for what, problems in wiring_problems(docs, secure=overlay.endswith("-secure")):
+            if problems:
+                rep.fail(f"overlays: {overlay}/: {what}", "; ".join(problems))
+            else:
+                if what.startswith("Deployment"):
+                    rep.ok(f"overlays: {overlay}/: {what} matches the port and scheme the hook serves")
+                else:
+                    rep.ok(f"overlays: {overlay}/: {what} reaches the hook as it serves, with its token"
+                           + (" and CA" if "https://" in what else ""))
+        # As `kubectl apply -k` does it: CRDs and Namespaces first (for real: the rest
+        # uses them), then every object, here as a server-side dry-run.
+        first = [d for d in docs if d.get("kind") in ("CustomResourceDefinition", "Namespace")]
+        for doc in first:
+            what = f"overlays: {overlay}/: {obj_name(doc)}"
+            try:
+                k8s.apply(doc)
+                if doc["kind"] == "CustomResourceDefinition":
+                    crd = k8s.wait_for_crd_established(doc["metadata"]["name"])
+                    for v in crd["spec"].get("versions", []):
+                        if v.get("served"):
+                            k8s.wait_for_kind(f"{crd['spec']['group']}/{v['name']}", crd["spec"]["names"]["kind"])
+                rep.warnings(what, k8s.last_warnings)
+                rep.ok(f"{what} applied")
+            except (ApiError, HarnessError) as e:
+                rep.fail(what, server_message(e))
+        for doc in docs:
+            if doc in first:
+                continue
+            what = f"overlays: {overlay}/: {obj_name(doc)}"
+            md = doc.get("metadata") or {}
+            try:
+                existing = k8s.get_or_none(doc["apiVersion"], doc["kind"], md.get("name"), md.get("namespace"))
+                if existing is None:
+                    k8s.create(doc, dry_run=True)
+                    how = "dry-run create"
+                else:
+                    k8s.apply(doc, dry_run=True)
+                    how = "dry-run apply over the existing object"
+                rep.warnings(what, k8s.last_warnings)
+                rep.ok(f"{what} accepted ({how})")
+            except (ApiError, HarnessError) as e:
+                rep.fail(what, server_message(e))
+
+
 # ------------------------------------------------------------------------- main
 
 
@@ -569,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_invalid(k8s, args.invalid_dir, rep)
             if "fixtures" in only:
                 check_fixtures(k8s, args.fixtures_dir, rep, args.name_filter)
+            if "overlays" in only:
+                check_overlays(k8s, rep)
     except KeyboardInterrupt:
         rep.fail("conformance", "interrupted")
     except SystemExit as e:  # SIGTERM/SIGHUP via the harness, or a missing PyYAML
