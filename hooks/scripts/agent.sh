@@ -7,6 +7,7 @@
 # also runs exporter-user.sh, which sets up the exporter's account if it cannot
 # log in.
 set -u
+trap 'exit 0' TERM  # PID 1 of its container: without a handler SIGTERM is ignored and every pod waits out its grace period
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 interval=${AGENT_INTERVAL:-10}
 iterations=${AGENT_ITERATIONS:-0}

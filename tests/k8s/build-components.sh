@@ -6,14 +6,24 @@
 #
 #   build-components.sh            etcd + kube-apiserver (what CI needs)
 #   build-components.sh --full     also kube-controller-manager, kube-scheduler, kwok
-#   build-components.sh --kustomize   only kustomize (also part of the two above)
+#                                  and Metacontroller (when its source is found)
+#   build-components.sh --node     --full, plus what a real node needs: kubelet,
+#                                  CoreDNS and the pause binary
+#   build-components.sh --kustomize   only kustomize (also part of the others)
 #   build-components.sh --print-bin-dir   print the bin dir and exit (builds nothing)
+#   build-components.sh --print-metacontroller-src   print the Metacontroller source
+#                                  directory that would be used ("" if none) and exit
 #
 # Versions are pinned in versions.env beside this script. A binary is rebuilt only
 # when its stamp file (<bin>/<name>.stamp) does not match the pinned version and
 # build recipe, so a warm rerun costs nothing. All logging goes to stderr; the only
 # line on stdout is the bin directory, so callers can do
 #   bin_dir=$(tests/k8s/build-components.sh)
+#
+# Metacontroller has no module the Go proxy can serve (its module path is
+# `metacontroller`); it is built from a source tree: $MYSQL_HOOK_METACONTROLLER_SRC,
+# else <repo>/../shared/metacontroller, else /work/shared/metacontroller. Its stamp
+# holds a hash of that tree's go.mod, go.sum and pkg/, so an edited tree rebuilds.
 #
 # k8s.io/kubernetes cannot be built with `go install pkg@version`: its go.mod replaces
 # its staging modules (k8s.io/api, k8s.io/apiserver, ...) with ./staging/src paths
@@ -28,18 +38,22 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "${here}/versions.env"
 
-usage() { sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 log() { printf 'build-components: %s\n' "$*" >&2; }
 die() { printf 'build-components: ERROR: %s\n' "$*" >&2; exit 1; }
 
 full=0
+node=0
 print_only=0
+print_mc_src=0
 kustomize_only=0
 for arg in "$@"; do
   case "${arg}" in
     --kustomize) kustomize_only=1 ;;
     --full) full=1 ;;
+    --node) full=1; node=1 ;;
     --print-bin-dir) print_only=1 ;;
+    --print-metacontroller-src) print_mc_src=1 ;;
     -h|--help) usage; exit 0 ;;
     *) usage; die "unknown argument: ${arg}" ;;
   esac
@@ -50,8 +64,26 @@ base="${cache_root}/k8s-${K8S_VERSION}"
 bin_dir="${base}/bin"
 build_dir="${base}/build"
 
+# The Metacontroller source tree (see the header); empty when there is none.
+metacontroller_src() {
+  local d
+  for d in "${MYSQL_HOOK_METACONTROLLER_SRC:-}" "${here}/../../../shared/metacontroller" /work/shared/metacontroller; do
+    if [[ -n "${d}" && -f "${d}/go.mod" && -d "${d}/pkg/cmd/metacontroller" ]]; then
+      (cd "${d}" && pwd)
+      return 0
+    fi
+  done
+  if [[ -n "${MYSQL_HOOK_METACONTROLLER_SRC:-}" ]]; then
+    die "MYSQL_HOOK_METACONTROLLER_SRC=${MYSQL_HOOK_METACONTROLLER_SRC} holds no Metacontroller source (go.mod, pkg/cmd/metacontroller)"
+  fi
+}
+
 if [[ ${print_only} == 1 ]]; then
   echo "${bin_dir}"
+  exit 0
+fi
+if [[ ${print_mc_src} == 1 ]]; then
+  metacontroller_src
   exit 0
 fi
 
@@ -203,6 +235,63 @@ build_kwok() {
   log "kwok ${KWOK_VERSION} built in $(( $(now) - t0 ))s"
 }
 
+# ------------------------------------------------------------------ metacontroller
+# A hash of what the binary is built from: go.mod, go.sum and every file under pkg/.
+metacontroller_tree_hash() { # src
+  (cd "$1" && { printf '%s\n' go.mod go.sum; find pkg -type f; } | LC_ALL=C sort |
+     while read -r f; do printf '%s %s\n' "$(sha256sum <"${f}" | cut -c1-64)" "${f}"; done |
+     sha256sum | cut -c1-16)
+}
+
+build_metacontroller() { # src tree-hash
+  local src=$1 dir="${build_dir}/metacontroller" t0
+  t0=$(now)
+  log "building metacontroller from ${src} (tree ${2}) into ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  # Built in the source tree itself (its module path, `metacontroller`, is not
+  # fetchable); -mod=readonly: a tree whose go.sum is incomplete fails, never edited.
+  (cd "${src}" && go build -mod=readonly -ldflags "-s -w -X main.version=${METACONTROLLER_VERSION}-src.${2}" \
+      -o "${dir}/metacontroller.tmp" ./pkg/cmd/metacontroller)
+  install_bin "${dir}/metacontroller.tmp" metacontroller "${METACONTROLLER_VERSION}-src.${2}"
+  log "metacontroller built in $(( $(now) - t0 ))s"
+}
+
+# --------------------------------------------------------------------------- coredns
+build_coredns() {
+  local dir="${build_dir}/coredns-${COREDNS_VERSION}" t0
+  t0=$(now)
+  log "building coredns ${COREDNS_VERSION} (github.com/coredns/coredns, default plugins) in ${dir}"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  printf 'module mysqlhook.local/coredns-build\n\ngo 1.26\n' >"${dir}/go.mod"
+  (cd "${dir}" && go get "github.com/coredns/coredns@${COREDNS_VERSION}")
+  log "coredns: modules resolved after $(( $(now) - t0 ))s; compiling"
+  (cd "${dir}" && go build -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=${COREDNS_VERSION}" \
+      -o "${dir}/coredns.tmp" github.com/coredns/coredns)
+  install_bin "${dir}/coredns.tmp" coredns "${COREDNS_VERSION}"
+  log "coredns ${COREDNS_VERSION} built in $(( $(now) - t0 ))s"
+}
+
+# ----------------------------------------------------------------------------- pause
+# The sandbox ("pause") process: Kubernetes' own build/pause/linux/pause.c from the
+# k8s.io/kubernetes module source, compiled statically as upstream's Makefile does.
+build_pause() {
+  local dir="${build_dir}/pause" t0 src
+  t0=$(now)
+  command -v gcc >/dev/null 2>&1 || die "gcc is needed to compile the pause binary (apt-get install gcc libc6-dev)"
+  src=$(cd "${build_dir}" && go mod download -json "k8s.io/kubernetes@${K8S_VERSION}" |
+          sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+  [[ -f "${src}/build/pause/linux/pause.c" ]] || die "no build/pause/linux/pause.c in k8s.io/kubernetes@${K8S_VERSION} (${src})"
+  rm -rf "${dir}"
+  mkdir -p "${dir}"
+  gcc -static -O2 -Wall -Werror -DVERSION="${PAUSE_VERSION}-mysql-hook" \
+      -o "${dir}/pause.tmp" "${src}/build/pause/linux/pause.c"
+  strip "${dir}/pause.tmp" 2>/dev/null || true
+  install_bin "${dir}/pause.tmp" pause "${K8S_VERSION}/${PAUSE_VERSION}"
+  log "pause ${PAUSE_VERSION} compiled in $(( $(now) - t0 ))s"
+}
+
 # ---------------------------------------------------------------------------- main
 start=$(now)
 if [[ ${kustomize_only} == 1 ]]; then
@@ -212,6 +301,7 @@ if [[ ${kustomize_only} == 1 ]]; then
 fi
 k8s_components=(kube-apiserver)
 [[ ${full} == 1 ]] && k8s_components+=(kube-controller-manager kube-scheduler)
+[[ ${node} == 1 ]] && k8s_components+=(kubelet)
 
 if up_to_date etcd "${ETCD_VERSION}"; then
   log "etcd ${ETCD_VERSION} is up to date"
@@ -236,6 +326,30 @@ if [[ ${full} == 1 ]]; then
     log "kwok ${KWOK_VERSION} is up to date"
   else
     build_kwok
+  fi
+  mc_src=$(metacontroller_src)
+  if [[ -n "${mc_src}" ]]; then
+    mc_hash=$(metacontroller_tree_hash "${mc_src}")
+    if up_to_date metacontroller "${METACONTROLLER_VERSION}-src.${mc_hash}"; then
+      log "metacontroller (${mc_src}, tree ${mc_hash}) is up to date"
+    else
+      build_metacontroller "${mc_src}" "${mc_hash}"
+    fi
+  else
+    log "no Metacontroller source found (MYSQL_HOOK_METACONTROLLER_SRC, ../shared/metacontroller, /work/shared/metacontroller); not building it"
+  fi
+fi
+
+if [[ ${node} == 1 ]]; then
+  if up_to_date coredns "${COREDNS_VERSION}"; then
+    log "coredns ${COREDNS_VERSION} is up to date"
+  else
+    build_coredns
+  fi
+  if up_to_date pause "${K8S_VERSION}/${PAUSE_VERSION}"; then
+    log "pause ${PAUSE_VERSION} is up to date"
+  else
+    build_pause
   fi
 fi
 

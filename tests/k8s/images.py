@@ -1,0 +1,418 @@
+#!/usr/bin/env python3
+"""Container images for the real node, built on this machine (no registry is reachable).
+
+Three images, each written as a docker-archive tar (``manifest.json``, a config JSON
+whose ``rootfs.diff_ids`` hold the layers' sha256, the layer tars) that
+``ctr -n k8s.io images import`` loads into the test's containerd, tagged with
+exactly the references our pod templates name:
+
+* ``docker.io/library/mariadb:<version>``: Debian bookworm's MariaDB packages in a
+  ``mmdebstrap --variant=minbase`` root file system, against this machine's Debian
+  mirror list (``/etc/apt/sources.list.d/debian.sources``), made to behave like the
+  official ``mariadb`` image where our pods depend on it (see ``MARIADB_CUSTOMIZE``
+  and the README's "How the real node's images differ" section).
+* the hook's image (default ``localhost/mysql-hook:test``): the cargo-built
+  ``mysql-hook`` binary at ``/usr/local/bin/mysql-hook`` plus the shared libraries it
+  links (copied from this Debian host, as ``gcr.io/distroless/cc-debian12`` ships
+  them), user 65532 like the published image.
+* ``registry.k8s.io/pause:<PAUSE_VERSION>``: the ``pause`` binary that
+  ``build-components.sh --node`` compiles from Kubernetes' own ``pause.c``.
+
+Every tar is cached in ``${MYSQL_HOOK_CACHE:-~/.cache/mysql-hook}/images/`` under a
+name holding a hash of its recipe (for MariaDB: this module's recipe text and the
+mirror list; for the others: the binary's content), so a warm run builds nothing.
+
+    python3 tests/k8s/images.py mariadb          # build (or find) the MariaDB image
+    python3 tests/k8s/images.py mariadb --release-only   # ... of bookworm's release suite
+    python3 tests/k8s/images.py hook BIN [REF]   # the hook's image from a binary
+    python3 tests/k8s/images.py pause BIN        # the pause image
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("MYSQL_HOOK_CACHE") or Path.home() / ".cache/mysql-hook") / "images"
+DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+HOOK_IMAGE = "localhost/mysql-hook:test"
+# Bump when anything below changes what an image holds.
+IMAGE_RECIPE = "2"
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"images: {msg}\n")
+    sys.stderr.flush()
+
+
+class ImageError(Exception):
+    """An image could not be built."""
+
+
+@dataclass(frozen=True)
+class Image:
+    ref: str      # the fully qualified reference the image is tagged with
+    tar: Path     # its docker-archive tar
+    note: str = ""  # e.g. the MariaDB package version
+
+
+# ----------------------------------------------------------------------- archives
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_docker_archive(out: Path, ref: str, layers: list[Path], config: dict) -> None:
+    """A docker-archive tar (what `docker save` writes) of the given layer tars."""
+    diff_ids = [_sha256_file(l) for l in layers]
+    cfg = dict(config)
+    cfg.setdefault("architecture", "amd64")
+    cfg.setdefault("os", "linux")
+    cfg["created"] = "1970-01-01T00:00:00Z"
+    cfg["rootfs"] = {"type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}
+    cfg_bytes = json.dumps(cfg, sort_keys=True).encode()
+    cfg_name = hashlib.sha256(cfg_bytes).hexdigest() + ".json"
+    manifest = [{"Config": cfg_name, "RepoTags": [ref], "Layers": [f"{d}/layer.tar" for d in diff_ids]}]
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as t:
+        def add_bytes(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            t.addfile(info, io.BytesIO(data))
+        for d, layer in zip(diff_ids, layers):
+            t.add(layer, arcname=f"{d}/layer.tar", recursive=False)
+        add_bytes(cfg_name, cfg_bytes)
+        add_bytes("manifest.json", json.dumps(manifest).encode())
+    os.replace(tmp, out)
+
+
+class _Layer:
+    """A layer tar written file by file (owner root unless told otherwise)."""
+
+    def __init__(self, path: Path):
+        self.tar = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)
+        self.dirs: set[str] = set()
+
+    def _parents(self, name: str) -> None:
+        parts = name.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            self.dir("/".join(parts[:i]))
+
+    def dir(self, name: str, mode: int = 0o755, owner: int = 0) -> None:
+        if name in self.dirs:
+            return
+        self._parents(name)
+        self.dirs.add(name)
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.DIRTYPE
+        info.mode = mode
+        info.uid = info.gid = owner
+        self.tar.addfile(info)
+
+    def file(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        self._parents(name)
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        self.tar.addfile(info, io.BytesIO(data))
+
+    def symlink(self, name: str, target: str) -> None:
+        self._parents(name)
+        info = tarfile.TarInfo(name)
+        info.type = tarfile.SYMTYPE
+        info.linkname = target
+        self.tar.addfile(info)
+
+    def close(self) -> None:
+        self.tar.close()
+
+
+def _cached(name: str) -> Path:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    return CACHE / name
+
+
+class _Lock:
+    """Serialises builds of one image between processes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> "_Lock":
+        CACHE.mkdir(parents=True, exist_ok=True)
+        self.f = open(self.path, "w")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+# ------------------------------------------------------------------------ mariadb
+
+# Runs before the packages are installed: the official image's mysql user and group
+# (uid/gid 999), so that mariadb-server's postinst (adduser --system mysql) reuses them.
+MARIADB_ESSENTIAL = (
+    # passwd (useradd) is not installed yet at this stage: write the entries directly
+    # (base-passwd made the files; passwd's postinst later creates the shadow entries).
+    'echo "mysql:x:999:" >> "$1/etc/group" && '
+    'echo "mysql:x:999:999:MySQL Server:/var/lib/mysql:/usr/sbin/nologin" >> "$1/etc/passwd"'
+)
+# Runs after the packages are installed: what the official image's Dockerfile does
+# to the packages' defaults (github.com/MariaDB/mariadb-docker, 10.11/Dockerfile):
+# comment out bind-address/log/user so our my.cnf in /etc/mysql/conf.d is not
+# overridden by /etc/mysql/mariadb.conf.d (read after it), skip-name-resolve and
+# no host cache, an empty /var/lib/mysql (Debian's postinst initializes one; the
+# official image has none), /run/mysqld owned by mysql, mode 1777.
+MARIADB_CUSTOMIZE = r"""set -e
+find "$1/etc/mysql/" -name '*.cnf' -print0 | xargs -0 grep -lZE '^(bind-address|log|user\s)' |
+  xargs -r -0 sed -Ei 's/^(bind-address|log|user\s)/#&/'
+printf '[mariadb]\nhost-cache-size=0\nskip-name-resolve\n' > "$1/etc/mysql/mariadb.conf.d/05-skipcache.cnf"
+rm -rf "$1/var/lib/mysql"
+mkdir -p "$1/var/lib/mysql"
+chown 999:999 "$1/var/lib/mysql"
+chroot "$1" dpkg-query -W -f='${Version}' mariadb-server > "$1/.mariadb-package-version"
+rm -rf "$1/var/cache/apt/"* "$1/var/lib/apt/lists/"* "$1/var/log/"*.log
+test "$(chroot "$1" id -u mysql):$(chroot "$1" id -g mysql)" = 999:999
+"""
+
+MARIADB_PACKAGES = ["mariadb-server", "mariadb-client", "mariadb-backup", "procps", "tzdata"]
+MMDEBSTRAP_ARGS = [
+    "--variant=minbase", "--mode=root", "--format=tar",
+    "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
+    "--dpkgopt=path-include=/usr/share/doc/*/copyright", "--dpkgopt=path-exclude=/usr/share/locale/*",
+    "--dpkgopt=path-exclude=/usr/share/info/*",
+    "--aptopt=Acquire::Languages \"none\"",
+]
+
+
+def _main_suite_only(sources: str) -> str:
+    """The first deb822 stanza of `sources` with only the release suite (bookworm):
+    no -updates, no -security, so its MariaDB is the release's, usually older."""
+    stanza = sources.strip().split("\n\n")[0]
+    out = []
+    for line in stanza.splitlines():
+        if line.startswith("Suites:"):
+            line = "Suites: bookworm"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _mariadb_recipe(sources: str) -> str:
+    return json.dumps({"recipe": IMAGE_RECIPE, "packages": MARIADB_PACKAGES, "args": MMDEBSTRAP_ARGS,
+                       "essential": MARIADB_ESSENTIAL, "customize": MARIADB_CUSTOMIZE,
+                       "sources": sources}, sort_keys=True)
+
+
+def _upstream_version(pkg_version: str) -> str:
+    """1:10.11.19-0+deb12u1 -> 10.11.19."""
+    m = re.fullmatch(r"(?:\d+:)?(\d+\.\d+\.\d+)[-+~].*", pkg_version)
+    if not m:
+        raise ImageError(f"cannot read an upstream version from the package version {pkg_version!r}")
+    return m.group(1)
+
+
+def mariadb_image(release_only: bool = False) -> Image:
+    """The MariaDB server image (built on first use, then cached by recipe hash).
+
+    From every suite of this machine's Debian mirror list (bookworm, -updates,
+    -security: the newest MariaDB), or with `release_only` from the release suite
+    alone (the MariaDB bookworm shipped with; the version rollout's other version)."""
+    if not DEBIAN_SOURCES.exists():
+        raise ImageError(f"no {DEBIAN_SOURCES}: the MariaDB image is built against this machine's Debian mirror")
+    sources = DEBIAN_SOURCES.read_text()
+    if release_only:
+        sources = _main_suite_only(sources)
+    key = hashlib.sha256(_mariadb_recipe(sources).encode()).hexdigest()[:16]
+    out = _cached(f"mariadb-{key}.tar")
+    meta = _cached(f"mariadb-{key}.json")
+    with _Lock(_cached("mariadb.lock")):
+        if out.exists() and meta.exists():
+            m = json.loads(meta.read_text())
+            return Image(m["ref"], out, m["package"])
+        if shutil.which("mmdebstrap") is None:
+            raise ImageError("mmdebstrap is not installed (apt-get install mmdebstrap); it builds the MariaDB image")
+        t0 = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
+        try:
+            rootfs = work / "rootfs.tar"
+            (work / "debian.sources").write_text(sources)
+            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, "--include=" + ",".join(MARIADB_PACKAGES),
+                   "--essential-hook=" + MARIADB_ESSENTIAL, "--customize-hook=" + MARIADB_CUSTOMIZE,
+                   "bookworm", str(rootfs), str(work / "debian.sources")]
+            log(f"building the MariaDB image: mmdebstrap --include={','.join(MARIADB_PACKAGES)} bookworm "
+                f"({'the release suite of ' if release_only else ''}the mirrors of {DEBIAN_SOURCES})")
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+            with tarfile.open(rootfs) as t:
+                member = next((m for m in t if m.name.removeprefix("./") == ".mariadb-package-version"), None)
+                if member is None:
+                    raise ImageError("the MariaDB rootfs has no .mariadb-package-version (customize hook failed?)")
+                pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
+            version = _upstream_version(pkg)
+            ref = f"docker.io/library/mariadb:{version}"
+            config = {"config": {
+                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+                        f"MARIADB_VERSION={pkg}"],
+                "Cmd": ["mariadbd"], "ExposedPorts": {"3306/tcp": {}},
+                "Volumes": {"/var/lib/mysql": {}},
+                "Labels": {"dev.mysqlhook.test.recipe": key,
+                           "dev.mysqlhook.test.note": "local stand-in for the official mariadb image"},
+            }}
+            # mmdebstrap leaves /run empty (a tmpfs while it runs): a second layer
+            # holds the official image's /run/mysqld (mysql, 1777).
+            run_layer = work / "run-layer.tar"
+            layer = _Layer(run_layer)
+            layer.dir("run", 0o755)
+            layer.dir("run/mysqld", 0o1777, owner=999)
+            layer.close()
+            write_docker_archive(out, ref, [rootfs, run_layer], config)
+            meta.write_text(json.dumps({"ref": ref, "package": pkg}))
+            log(f"MariaDB image {ref} (package {pkg}) built in {time.monotonic() - t0:.0f}s: {out} "
+                f"({out.stat().st_size >> 20} MiB)")
+            return Image(ref, out, pkg)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- hook
+
+
+def _linked_libraries(binary: Path) -> list[Path]:
+    """The shared libraries (and the dynamic loader) a binary needs, by ldd."""
+    proc = subprocess.run(["ldd", str(binary)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0 and "not a dynamic executable" in proc.stdout:
+        return []
+    libs: list[Path] = []
+    for line in proc.stdout.splitlines():
+        line = line.strip()
+        m = re.match(r"\S+ => (/\S+) \(0x", line) or re.match(r"(/\S+) \(0x", line)
+        if m:
+            libs.append(Path(m.group(1)))
+        elif "not found" in line:
+            raise ImageError(f"{binary}: {line}")
+    return libs
+
+
+PASSWD = ("root:x:0:0:root:/root:/sbin/nologin\n"
+          "nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n"
+          "nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")
+GROUP = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"
+
+
+def hook_image(binary: Path, ref: str = HOOK_IMAGE) -> Image:
+    """The hook's image: `binary` (debug info stripped) as /usr/local/bin/mysql-hook."""
+    digest = _sha256_file(binary)
+    key = hashlib.sha256(f"{IMAGE_RECIPE} {ref} {digest}".encode()).hexdigest()[:16]
+    out = _cached(f"mysql-hook-{key}.tar")
+    with _Lock(_cached("mysql-hook.lock")):
+        if out.exists():
+            return Image(ref, out)
+        for old in CACHE.glob("mysql-hook-*.tar"):  # one per hook build: keep only the newest
+            old.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
+        try:
+            stripped = work / "mysql-hook"
+            shutil.copy2(binary, stripped)
+            subprocess.run(["strip", "--strip-debug", str(stripped)], check=False)
+            layer_path = work / "layer.tar"
+            layer = _Layer(layer_path)
+            for d in ("tmp",):
+                layer.dir(d, 0o1777)
+            layer.dir("home/nonroot", 0o700)
+            layer.file("etc/passwd", PASSWD.encode())
+            layer.file("etc/group", GROUP.encode())
+            for lib in _linked_libraries(stripped):
+                real = lib.resolve()
+                layer.file(real.as_posix().lstrip("/"), real.read_bytes(), 0o755)
+                if real != lib:
+                    layer.symlink(lib.as_posix().lstrip("/"), real.as_posix())
+            # Debian's /lib64 is where the loader is looked up; it is a directory here.
+            layer.file("usr/local/bin/mysql-hook", stripped.read_bytes(), 0o755)
+            layer.close()
+            config = {"config": {
+                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                        "MYSQL_HOOK_LISTEN=0.0.0.0:8080"],
+                "Entrypoint": ["/usr/local/bin/mysql-hook"], "Cmd": ["serve"], "User": "65532:65532",
+                "ExposedPorts": {"8080/tcp": {}},
+                "Labels": {"dev.mysqlhook.test.binary-sha256": digest},
+            }}
+            write_docker_archive(out, ref, [layer_path], config)
+            log(f"hook image {ref} built in {time.monotonic() - t0:.1f}s from {binary} ({out.stat().st_size >> 20} MiB)")
+            return Image(ref, out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+# -------------------------------------------------------------------------- pause
+
+
+def pause_image(binary: Path, version: str) -> Image:
+    """registry.k8s.io/pause:<version> holding the statically linked `binary` as /pause."""
+    ref = f"registry.k8s.io/pause:{version}"
+    digest = _sha256_file(binary)
+    key = hashlib.sha256(f"{IMAGE_RECIPE} {ref} {digest}".encode()).hexdigest()[:16]
+    out = _cached(f"pause-{key}.tar")
+    with _Lock(_cached("pause.lock")):
+        if out.exists():
+            return Image(ref, out)
+        work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
+        try:
+            layer_path = work / "layer.tar"
+            layer = _Layer(layer_path)
+            layer.file("pause", binary.read_bytes(), 0o755)
+            layer.close()
+            config = {"config": {"Entrypoint": ["/pause"], "User": "65535:65535"}}
+            write_docker_archive(out, ref, [layer_path], config)
+            log(f"pause image {ref} built from {binary}")
+            return Image(ref, out)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    try:
+        if argv[0] == "mariadb":
+            img = mariadb_image(release_only="--release-only" in argv[1:])
+        elif argv[0] == "hook" and len(argv) >= 2:
+            img = hook_image(Path(argv[1]), *(argv[2:3] or [HOOK_IMAGE]))
+        elif argv[0] == "pause" and len(argv) == 2:
+            img = pause_image(Path(argv[1]), os.environ.get("PAUSE_VERSION", "3.10"))
+        else:
+            print(__doc__)
+            return 2
+    except ImageError as e:
+        log(f"ERROR: {e}")
+        return 1
+    print(f"{img.ref} {img.tar} {img.note}".strip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.dont_write_bytecode = True
+    sys.exit(main(sys.argv[1:]))

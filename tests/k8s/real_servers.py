@@ -1,0 +1,1498 @@
+#!/usr/bin/env python3
+"""The whole system on real servers (DESIGN.md §6 layer 7, issue 13).
+
+A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
+a real Metacontroller calling this hook, and a real node (``realnode.RealNode``:
+kubelet + containerd + CoreDNS) whose pods are real processes: MariaDB servers
+from Debian's packages, the hook's scripts in init containers, the agent sidecar,
+the readiness and liveness probes, the Jobs' scripts ending their pods with real
+exit codes and termination messages. Each scenario runs under a continuous write
+stream and is judged by what the servers say:
+
+* a ``Writer`` commits numbered rows through the ``-primary`` Service's current
+  endpoint (its EndpointSlice, as kube-proxy would route it; no kube-proxy runs),
+  with an application account that has neither SUPER nor READ ONLY ADMIN, so that
+  ``read_only`` really stops it; every INSERT that returned OK is acknowledged;
+* a ``Sampler`` reads ``@@global.read_only`` of every server twice per round
+  (forward, then backward) and counts a round where two servers were writable in
+  both reads (so a hand-over between two reads is not miscounted);
+* after each scenario: acknowledged rows missing on the current primary (must be
+  0), the seconds without a writable primary (gaps of more than 1 s between
+  acknowledged commits, from the writer's side), and the two-writable samples
+  (must be 0).
+
+The table at the end has one line per scenario. ``EXPECTED_FAILURES`` names the
+scenarios that fail because of a known defect of the hook or its scripts: such a
+scenario must fail (``XFAIL``); if it passes (``XPASS``) the run fails, so the list
+cannot rot. Anything else that fails fails the run.
+
+    sudo python3 tests/k8s/real_servers.py [--hook-bin target/debug/mysql-hook]
+        [--only 1,2,5] [--keep-going]
+
+Needs root, containerd, runc, the CNI plugins, mmdebstrap (``realnode.py`` and
+``images.py`` say what is missing). ``MYSQL_HOOK_K8S_LOGS=<dir>`` keeps every
+component's log and the pods' logs. Without the prerequisites it prints "real
+servers skipped: <reason>" and exits 0; with ``MYSQL_HOOK_REQUIRE_REAL_SERVERS=1``
+(CI) a skip is a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import components  # noqa: E402
+import images  # noqa: E402
+import realnode  # noqa: E402
+from harness import REPO, ApiError, Cluster, HarnessError, load_versions  # noqa: E402
+from minimysql import Connection, MySQLError, ProtocolError  # noqa: E402
+
+API = "mysqlhook.dev/v1alpha1"
+APP_USER = "judge"  # not "app": the hook makes its own app and app_ro accounts (spec.users unset)
+APP_PASSWORD = "app-password-not-secret"
+T0 = time.monotonic()
+# A gap between two acknowledged commits longer than this counts as time without a
+# writable primary (the writer commits every ~50 ms when all is well).
+GAP = 1.0
+
+
+def say(msg: str) -> None:
+    print(f"[{time.monotonic() - T0:7.1f}s] {msg}", flush=True)
+
+
+class StepFailed(Exception):
+    """A scenario's expectation was not met."""
+
+
+# ------------------------------------------------------------------ the cluster
+
+
+@dataclass
+class Db:
+    """One MySQL object under test and what the judge needs to reach its servers."""
+
+    k8s: Cluster
+    node: realnode.RealNode
+    namespace: str
+    name: str
+    procs_ok: Callable[[], None]
+    _root_pw: str = ""
+
+    # ------------------------------------------------------------ API reads
+
+    def mysql(self) -> dict | None:
+        return self.k8s.get_or_none(API, "MySQL", self.name, self.namespace)
+
+    def status(self) -> dict:
+        return (self.mysql() or {}).get("status") or {}
+
+    def pods(self) -> list[dict]:
+        sel = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=database"
+        items = self.k8s.request("GET", f"/api/v1/namespaces/{self.namespace}/pods",
+                                 params={"labelSelector": sel})["items"]
+        return sorted(items, key=lambda p: p["metadata"]["name"])
+
+    def pod(self, name: str) -> dict | None:
+        return self.k8s.get_or_none("v1", "Pod", name, self.namespace)
+
+    def jobs(self, purpose: str | None = None) -> list[dict]:
+        sel = f"app.kubernetes.io/instance={self.name}"
+        if purpose:
+            sel += f",mysqlhook.dev/purpose={purpose}"
+        return self.k8s.request("GET", f"/apis/batch/v1/namespaces/{self.namespace}/jobs",
+                                params={"labelSelector": sel})["items"]
+
+    def job_pods(self) -> list[dict]:
+        sel = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component=job"
+        return self.k8s.request("GET", f"/api/v1/namespaces/{self.namespace}/pods",
+                                params={"labelSelector": sel})["items"]
+
+    def primary_endpoint(self) -> tuple[str, str] | None:
+        """(pod name, IP) of the -primary Service's ready endpoint, from its EndpointSlices."""
+        slices = self.k8s.request(
+            "GET", f"/apis/discovery.k8s.io/v1/namespaces/{self.namespace}/endpointslices",
+            params={"labelSelector": f"kubernetes.io/service-name={self.name}-primary"})["items"]
+        for s in slices:
+            for ep in s.get("endpoints") or []:
+                if (ep.get("conditions") or {}).get("ready") and ep.get("addresses"):
+                    return ((ep.get("targetRef") or {}).get("name", "?"), ep["addresses"][0])
+        return None
+
+    def root_password(self) -> str:
+        if not self._root_pw:
+            spec = (self.mysql() or {}).get("spec") or {}
+            secret = self.k8s.get("v1", "Secret", spec.get("credentialsSecretName") or f"{self.name}-credentials",
+                                  self.namespace)
+            self._root_pw = base64.b64decode(secret["data"]["root-password"]).decode()
+        return self._root_pw
+
+    def connect(self, ip: str, user: str = "root", timeout: float = 5.0) -> Connection:
+        pw = self.root_password() if user == "root" else APP_PASSWORD
+        return Connection(ip, 3306, user, pw, timeout=timeout)
+
+    def sql(self, pod: str, query: str, timeout: float = 10.0) -> Any:
+        p = self.pod(pod)
+        ip = ((p or {}).get("status") or {}).get("podIP")
+        if not ip:
+            raise OSError(f"pod {pod} has no IP (yet)")
+        with self.connect(ip, timeout=timeout) as c:
+            return c.query(query)
+
+    # ------------------------------------------------------------ waiting
+
+    def wait(self, what: str, check: Callable[[], Any], timeout: float, interval: float = 1.0) -> Any:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            self.procs_ok()
+            self.node.procs_ok()
+            try:
+                got = check()
+                if got:
+                    return got
+            except (ApiError, KeyError, IndexError, TypeError, OSError, MySQLError, ProtocolError) as e:
+                last = f"{type(e).__name__}: {e}"
+            if time.monotonic() > deadline:
+                raise StepFailed(f"timed out after {timeout:.0f}s waiting for {what}"
+                                 + (f" ({last})" if last else "") + f"\n{self.describe()}")
+            time.sleep(interval)
+
+    def running(self, replicas: int) -> dict | None:
+        st = self.status()
+        ready = {c.get("type"): c.get("status") for c in st.get("conditions") or []}.get("Ready")
+        if st.get("phase") == "Running" and st.get("readyReplicas") == replicas and ready == "True":
+            return st
+        return None
+
+    def wait_running(self, replicas: int, timeout: float = 600) -> dict:
+        return self.wait(f"MySQL {self.namespace}/{self.name} Running with {replicas} ready servers",
+                         lambda: self.running(replicas), timeout)
+
+    # ------------------------------------------------------------ diagnostics
+
+    def describe(self) -> str:
+        """What a failure message needs: status, pods, Jobs and their results, logs."""
+        out = []
+        try:
+            st = self.status()
+            conds = "; ".join(f"{c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+                              for c in st.get("conditions") or [])
+            out.append(f"  MySQL {self.namespace}/{self.name}: phase={st.get('phase')} primary={st.get('primary')} "
+                       f"readyReplicas={st.get('readyReplicas')} operation={json.dumps(st.get('operation'))}\n"
+                       f"    conditions: {conds}")
+            for p in self.pods() + self.job_pods():
+                out.append("  " + pod_line(p))
+            for j in self.jobs():
+                js = j.get("status") or {}
+                out.append(f"  Job {j['metadata']['name']}: succeeded={js.get('succeeded', 0)} "
+                           f"failed={js.get('failed', 0)} active={js.get('active', 0)}")
+            events = self.k8s.request("GET", f"/api/v1/namespaces/{self.namespace}/events")["items"]
+            for e in [e for e in events if e.get("type") != "Normal"][-12:]:
+                out.append(f"  Event {e.get('lastTimestamp') or e.get('eventTime')} x{e.get('count') or 1} "
+                           f"{e['involvedObject'].get('name')} {e.get('reason')}: {(e.get('message') or '').strip()[:300]}")
+        except Exception as e:  # noqa: BLE001
+            out.append(f"  (could not describe: {e})")
+        return "\n".join(out)
+
+    def logs(self, lines: int = 25) -> str:
+        """The tails of every container log of this cluster's pods, also of pods that
+        are gone (Job pods), except the scripts installer's."""
+        out = []
+        for pod, container in self.node.logged_containers(self.namespace):
+            if not pod.startswith(f"{self.name}-") or container == "install-scripts":
+                continue
+            text = self.node.pod_log(self.namespace, pod, container, lines)
+            if text.strip():
+                out.append(f"--- {pod}/{container}:\n{text}")
+        return "\n".join(out)
+
+
+def pod_line(p: dict) -> str:
+    st = p.get("status") or {}
+    ready = {c.get("type"): c.get("status") for c in st.get("conditions") or []}.get("Ready")
+    cs = []
+    for c in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        state = c.get("state") or {}
+        kind = next(iter(state), "?")
+        detail = ""
+        if kind == "terminated":
+            t = state["terminated"]
+            detail = f" exit={t.get('exitCode')} msg={(t.get('message') or '').strip()[:300]!r}"
+        elif kind == "waiting":
+            detail = f" {state['waiting'].get('reason')}: {(state['waiting'].get('message') or '')[:200]}"
+        last = (c.get("lastState") or {}).get("terminated")
+        if last:
+            detail += f" last-exit={last.get('exitCode')}"
+        cs.append(f"{c['name']}={kind}{detail} restarts={c.get('restartCount', 0)}")
+    return (f"Pod {p['metadata']['name']}: phase={st.get('phase')} ready={ready} ip={st.get('podIP')} "
+            f"[{'; '.join(cs)}]")
+
+
+# ------------------------------------------------------------------ recording
+
+
+class Watch(threading.Thread):
+    """Streams the watch events of one collection to a callback (type, object)."""
+
+    def __init__(self, k8s: Cluster, path: str, on_event: Callable[[str, dict], None]):
+        super().__init__(daemon=True, name=f"watch {path}")
+        self.k8s = k8s
+        self.path = path
+        self.on_event = on_event
+        self.stopped = threading.Event()
+        self.rv = ""
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                if not self.rv:
+                    lst = self.k8s.request("GET", self.path)
+                    self.rv = lst["metadata"]["resourceVersion"]
+                    for obj in lst.get("items", []):
+                        self.on_event("LISTED", obj)
+                url = (f"{self.k8s.server}{self.path}?watch=1&allowWatchBookmarks=false"
+                       f"&timeoutSeconds=30&resourceVersion={self.rv}")
+                req = urllib.request.Request(url)
+                req.add_header("Authorization", f"Bearer {self.k8s.token}")
+                with urllib.request.urlopen(req, timeout=60, context=self.k8s.ssl_ctx) as r:
+                    for line in r:
+                        if self.stopped.is_set():
+                            return
+                        ev = json.loads(line)
+                        if ev.get("type") == "ERROR":
+                            self.rv = ""
+                            break
+                        self.rv = ev["object"]["metadata"].get("resourceVersion", self.rv)
+                        self.on_event(ev["type"], ev["object"])
+            except Exception:  # noqa: BLE001 - reconnect; teardown ends us
+                if self.stopped.is_set():
+                    return
+                time.sleep(0.5)
+
+
+@dataclass
+class Ended:
+    """A container that ended, as its pod's status said."""
+
+    namespace: str
+    pod: str
+    purpose: str      # the pod's mysqlhook.dev/purpose label ("" for server pods)
+    container: str
+    exit_code: int
+    reason: str
+    message: str
+    finished: str
+
+
+class Recorder:
+    """Keeps what pods and MySQLs went through: every container that ended (Job
+    results live in their termination messages, and finished Jobs' pods are
+    deleted soon) and each MySQL's status.primary over time."""
+
+    def __init__(self, k8s: Cluster):
+        self.lock = threading.Lock()
+        self.ended: dict[tuple, Ended] = {}
+        self.primaries: dict[str, list[tuple[float, str | None, str | None]]] = {}
+        self.deleting: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, namespace, name)
+        self.watches = [Watch(k8s, "/api/v1/pods", self._pod),
+                        Watch(k8s, f"/apis/{API}/mysqls", self._mysql)]
+
+    def start(self) -> None:
+        for w in self.watches:
+            w.start()
+
+    def stop(self) -> None:
+        for w in self.watches:
+            w.stopped.set()
+
+    def _pod(self, _typ: str, p: dict) -> None:
+        md, st = p["metadata"], p.get("status") or {}
+        purpose = (md.get("labels") or {}).get("mysqlhook.dev/purpose", "")
+        if md.get("deletionTimestamp") and (md.get("labels") or {}).get("app.kubernetes.io/component") == "database":
+            with self.lock:
+                self.deleting.setdefault(md["uid"], (time.monotonic(), md["namespace"], md["name"]))
+        for c in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+            for t in ((c.get("state") or {}).get("terminated"), (c.get("lastState") or {}).get("terminated")):
+                if not t:
+                    continue
+                key = (md["uid"], c["name"], t.get("containerID") or t.get("finishedAt"))
+                with self.lock:
+                    if key not in self.ended:
+                        self.ended[key] = Ended(md["namespace"], md["name"], purpose, c["name"],
+                                                int(t.get("exitCode", -1)), t.get("reason") or "",
+                                                (t.get("message") or "").strip(), t.get("finishedAt") or "")
+
+    def _mysql(self, _typ: str, m: dict) -> None:
+        key = f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+        st = m.get("status") or {}
+        with self.lock:
+            hist = self.primaries.setdefault(key, [])
+            if not hist or hist[-1][1:] != (st.get("primary"), st.get("phase")):
+                hist.append((time.monotonic(), st.get("primary"), st.get("phase")))
+
+    def restarts_since(self, namespace: str, t: float) -> list[tuple[float, str]]:
+        """Server pods whose deletion started after t, in that order: (time, name)."""
+        with self.lock:
+            return sorted((when, name) for when, ns, name in self.deleting.values() if ns == namespace and when >= t)
+
+    def results(self, namespace: str, purpose: str) -> list[Ended]:
+        """Ended containers of Job pods with that purpose (ordered by finish time)."""
+        with self.lock:
+            out = [e for e in self.ended.values()
+                   if e.namespace == namespace and e.purpose == purpose and e.container != "install-scripts"]
+        return sorted(out, key=lambda e: e.finished)
+
+
+def result_of(e: Ended) -> dict:
+    """The JSON result line of a Job pod's termination message ({} if none)."""
+    for line in reversed(e.message.splitlines()):
+        try:
+            obj = json.loads(line)
+            if isinstance(obj, dict):
+                return obj
+        except ValueError:
+            continue
+    return {}
+
+
+# ------------------------------------------------------------------ the judge
+
+
+class Writer(threading.Thread):
+    """Commits numbered rows through the -primary Service's current endpoint."""
+
+    def __init__(self, db: Db, pause: float = 0.05):
+        super().__init__(daemon=True, name=f"writer-{db.name}")
+        self.db = db
+        self.pause = pause
+        self.next_n = 1
+        self.acked: dict[int, float] = {}   # row number -> time the OK arrived
+        self.ack_times: list[float] = []
+        self.errors: list[tuple[float, str]] = []
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+        self.started_at = time.monotonic()
+
+    def run(self) -> None:
+        conn: Connection | None = None
+        target = ""
+        while not self.stopped.is_set():
+            if conn is None:
+                try:
+                    ep = self.db.primary_endpoint()
+                    if ep is None:
+                        raise OSError("the -primary Service has no ready endpoint")
+                    target = f"{ep[0]} {ep[1]}"
+                    conn = self.db.connect(ep[1], APP_USER, timeout=5.0)
+                except Exception as e:  # noqa: BLE001
+                    self._error(f"connect {target}: {e}")
+                    time.sleep(0.5)
+                    continue
+            n = self.next_n
+            self.next_n += 1
+            try:
+                conn.query(f"INSERT INTO app.t (n, at) VALUES ({n}, NOW(6))")
+                with self.lock:
+                    now = time.monotonic()
+                    self.acked[n] = now
+                    self.ack_times.append(now)
+            except Exception as e:  # noqa: BLE001 - unknown outcome: not acknowledged
+                self._error(f"insert {n} on {target}: {e}")
+                conn.close()
+                conn = None
+                time.sleep(0.2)
+                continue
+            time.sleep(self.pause)
+        if conn is not None:
+            conn.close()
+
+    def _error(self, msg: str) -> None:
+        with self.lock:
+            if not self.errors or self.errors[-1][1] != msg:
+                self.errors.append((time.monotonic(), msg))
+
+    def snapshot(self) -> dict[int, float]:
+        with self.lock:
+            return dict(self.acked)
+
+    def acks_between(self, t0: float, t1: float) -> list[float]:
+        with self.lock:
+            return [t for t in self.ack_times if t0 <= t <= t1]
+
+    def errors_between(self, t0: float, t1: float) -> list[str]:
+        with self.lock:
+            return [m for t, m in self.errors if t0 <= t <= t1]
+
+
+class Sampler(threading.Thread):
+    """Polls every server's @@global.read_only; records rounds with two writable servers."""
+
+    def __init__(self, db: Db, interval: float = 0.5):
+        super().__init__(daemon=True, name=f"sampler-{db.name}")
+        self.db = db
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.conns: dict[str, Connection] = {}
+        self.violations: list[tuple[float, list[str]]] = []
+        self.rounds = 0
+        self.pods: list[tuple[str, str]] = []
+        self.pods_at = 0.0
+
+    def _read_only(self, ip: str) -> bool | None:
+        try:
+            c = self.conns.get(ip)
+            if c is None:
+                c = self.conns[ip] = self.db.connect(ip, timeout=2.0)
+            return c.scalar("SELECT @@global.read_only") not in ("0", "OFF")
+        except Exception:  # noqa: BLE001 - unreachable: not writable to anyone
+            c = self.conns.pop(ip, None)
+            if c is not None:
+                c.close()
+            return None
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                if time.monotonic() - self.pods_at > 2:
+                    self.pods = [(p["metadata"]["name"], p["status"]["podIP"]) for p in self.db.pods()
+                                 if (p.get("status") or {}).get("podIP")]
+                    self.pods_at = time.monotonic()
+                first = {name: self._read_only(ip) for name, ip in self.pods}
+                second = {name: self._read_only(ip) for name, ip in reversed(self.pods)}
+                writable = [n for n in first if first[n] is False and second.get(n) is False]
+                self.rounds += 1
+                if len(writable) > 1:
+                    self.violations.append((time.monotonic(), writable))
+                    say(f"SAMPLER: two writable servers at once: {writable}")
+            except Exception:  # noqa: BLE001 - the API may hiccup; sample again
+                pass
+            self.stopped.wait(self.interval)
+        for c in self.conns.values():
+            c.close()
+
+    def between(self, t0: float, t1: float) -> list[tuple[float, list[str]]]:
+        return [v for v in self.violations if t0 <= v[0] <= t1]
+
+
+@dataclass
+class Judge:
+    """The writer and sampler of one Db, started once its cluster is Running."""
+
+    db: Db
+    writer: Writer | None = None
+    sampler: Sampler | None = None
+
+    def start(self) -> None:
+        if self.writer is None:
+            setup_app_schema(self.db)
+            self.writer = Writer(self.db)
+            self.sampler = Sampler(self.db)
+            self.writer.start()
+            self.sampler.start()
+            say(f"writer and sampler started on {self.db.namespace}/{self.db.name}")
+
+    def stop(self) -> None:
+        for t in (self.writer, self.sampler):
+            if t is not None:
+                t.stopped.set()
+        for t in (self.writer, self.sampler):
+            if t is not None:
+                t.join(timeout=15)
+
+    def wait_writes(self, after: float, count: int = 20, timeout: float = 300) -> float:
+        """Waits for `count` acknowledged commits after time `after`; returns when the first came."""
+        if self.writer is None:
+            raise StepFailed(f"no writer on {self.db.namespace}/{self.db.name}: its cluster never became writable")
+        w = self.writer
+
+        def enough() -> float | None:
+            acks = w.acks_between(after, time.monotonic() + 1)
+            return acks[0] if len(acks) >= count else None
+        try:
+            return self.db.wait(f"{count} acknowledged commits through {self.db.name}-primary", enough, timeout,
+                                interval=0.5)
+        except StepFailed as e:
+            errs = w.errors_between(after, time.monotonic())
+            raise StepFailed(f"{e}\n  writer errors since: {errs[-8:]}") from None
+
+    def lost_rows(self) -> tuple[int, list[int], str]:
+        """(acknowledged rows, those missing on the current primary, which primary)."""
+        assert self.writer is not None
+        acked = self.writer.snapshot()
+        try:
+            ep = self.db.wait("a ready -primary endpoint", self.db.primary_endpoint, 60, interval=0.5)
+        except StepFailed:
+            # No primary to count on: count what no server has at all.
+            present: set[int] = set()
+            names = []
+            for p in self.db.pods():
+                ip = (p.get("status") or {}).get("podIP")
+                try:
+                    with self.db.connect(ip, timeout=10) as c:
+                        present |= {int(r[0]) for r in c.query("SELECT n FROM app.t")}  # type: ignore[union-attr]
+                    names.append(p["metadata"]["name"])
+                except (OSError, MySQLError, ProtocolError, TypeError):
+                    continue
+            return len(acked), sorted(n for n in acked if n not in present), \
+                f"none (no ready -primary endpoint; counted on all of {names})"
+        with self.db.connect(ep[1], timeout=30) as c:
+            rows = c.query("SELECT n FROM app.t")
+        present = {int(r[0]) for r in rows}  # type: ignore[union-attr]
+        missing = sorted(n for n in acked if n not in present)
+        return len(acked), missing, ep[0]
+
+
+def setup_app_schema(db: Db) -> None:
+    """The application's table and account (INSERT and SELECT on app.* only: no
+    SUPER, no READ ONLY ADMIN), created once through the primary as root."""
+    ep = db.wait("a ready -primary endpoint", db.primary_endpoint, 300, interval=0.5)
+    with db.connect(ep[1], timeout=30) as c:
+        c.query("CREATE DATABASE IF NOT EXISTS app")
+        c.query("CREATE TABLE IF NOT EXISTS app.t (n BIGINT PRIMARY KEY, at DATETIME(6) NOT NULL) ENGINE=InnoDB")
+        c.query(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}'")
+        c.query(f"GRANT SELECT, INSERT ON app.* TO '{APP_USER}'@'%'")
+        grants = " ".join(r[0] or "" for r in c.query(f"SHOW GRANTS FOR '{APP_USER}'@'%'"))  # type: ignore[union-attr]
+    if re.search(r"SUPER|READ_ONLY ADMIN|READ ONLY ADMIN|ALL PRIVILEGES", grants):
+        raise StepFailed(f"the application account has too much: {grants}")
+    # read_only must stop it: an INSERT of no rows on a replica (nothing is written
+    # or logged either way) is refused with 1290 when read_only applies to it.
+    for p in db.pods():
+        name, ip = p["metadata"]["name"], (p.get("status") or {}).get("podIP")
+        if name == ep[0] or not ip:
+            continue
+        # The account reaches the replica through replication: wait for it.
+        db.wait(f"the application account on {name}", lambda: db.sql(
+            name, f"SELECT COUNT(*) FROM mysql.user WHERE user = '{APP_USER}'")[0][0] == "1", 60, interval=0.5)
+        try:
+            with db.connect(ip, APP_USER, timeout=10) as c:
+                c.query("INSERT INTO app.t (n, at) SELECT -1, NOW(6) FROM DUAL WHERE 1 = 0")
+            raise StepFailed(f"replica {name} accepted an INSERT from the application account: read_only "
+                             "does not stop it, the judge would count nothing")
+        except MySQLError as e:
+            if e.code != 1290:
+                raise StepFailed(f"replica {name}: expected error 1290 (read-only) for the app account, got {e}")
+        except (OSError, ProtocolError):
+            continue  # a replica that does not answer yet
+        break
+    say(f"application account '{APP_USER}' ({grants.strip()}) and table app.t created on {ep[0]}")
+
+
+# ------------------------------------------------------------------ scenarios
+
+
+@dataclass
+class Row:
+    scenario: str
+    acked: int = 0
+    lost: int = 0
+    unavailable: float = 0.0
+    two_writable: int = 0
+    result: str = "SKIP"
+    seconds: float = 0.0
+    detail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Run:
+    k8s: Cluster
+    node: realnode.RealNode
+    procs_ok: Callable[[], None]
+    version: str
+    recorder: Recorder
+    judges: dict[str, Judge] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def db(self, namespace: str, name: str = "db") -> Db:
+        return Db(self.k8s, self.node, namespace, name, self.procs_ok)
+
+    def judge(self, db: Db) -> Judge:
+        key = f"{db.namespace}/{db.name}"
+        if key not in self.judges:
+            self.judges[key] = Judge(db)
+        return self.judges[key]
+
+
+def mysql_object(run: Run, namespace: str, name: str = "db", replicas: int = 3, **spec: Any) -> dict:
+    s = {"replicas": replicas, "flavor": "mariadb", "version": run.version, "storage": {"size": "1Gi"},
+         "failover": {"enabled": True, "gracePeriodSeconds": 10}}
+    s.update(spec)
+    return {"apiVersion": API, "kind": "MySQL", "metadata": {"name": name, "namespace": namespace}, "spec": s}
+
+
+def create_credentials(run: Run, namespace: str, name: str) -> None:
+    run.k8s.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+                    "stringData": {"root-password": f"root-{namespace}-pw",
+                                   "replication-password": f"repl-{namespace}-pw"}})
+
+
+def check_replication(db: Db, primary: str) -> None:
+    """Every other server replicates from the primary (both threads running)."""
+    for p in db.pods():
+        name = p["metadata"]["name"]
+        if name == primary:
+            continue
+        rows = db.sql(name, "SHOW SLAVE STATUS")
+        if not rows:
+            raise StepFailed(f"{name} is not a replica (SHOW SLAVE STATUS is empty)")
+
+
+def s1_create(run: Run) -> None:
+    """Create a 3-server MariaDB MySQL: Running, bootstrapped by the real Job, writes flow,
+    and no role change on the way (the bootstrapped primary is the primary)."""
+    ns = "demo"
+    run.k8s.ensure_namespace(ns)
+    create_credentials(run, ns, "db-secret")
+    run.k8s.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "backups", "namespace": ns},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                             "resources": {"requests": {"storage": "1Gi"}}}})
+    # A 30 s failover grace period: with the default 10 s the hook fails the freshly
+    # bootstrapped primary over while it is still in its startup probe (scenario 1b).
+    run.k8s.create(mysql_object(run, ns, credentialsSecretName="db-secret", deletionPolicy="Retain",
+                                failover={"enabled": True, "gracePeriodSeconds": 30},
+                                backup={"storage": {"persistentVolumeClaim": {"claimName": "backups"}}}))
+    check_bootstrap(run, run.db(ns), 3)
+
+
+def check_bootstrap(run: Run, db: Db, replicas: int) -> None:
+    """Running, bootstrapped by the Job, writes flow, the bootstrapped primary still primary."""
+    ns = db.namespace
+    t = time.monotonic()
+    st = db.wait_running(replicas, timeout=900)
+    say(f"{ns}/db Running after {time.monotonic() - t:.0f}s: primary {st.get('primary')}")
+    boots = run.recorder.results(ns, "bootstrap")
+    say("bootstrap Job pods: " + "; ".join(f"{e.pod} exit {e.exit_code} {e.message}" for e in boots))
+    done = [result_of(e) for e in boots if e.exit_code == 0 and result_of(e).get("result") == "bootstrapped"]
+    if not done:
+        raise StepFailed(f"no bootstrap Job pod ended with a 'bootstrapped' result: {boots}\n{db.describe()}")
+    check_replication(db, st["primary"])
+    judge = run.judge(db)
+    judge.start()
+    judge.wait_writes(time.monotonic() - 1, count=50, timeout=120)
+    time.sleep(20)  # a role change shortly after Running would show here
+    first = done[0].get("primary")
+    changes = [(c.get("kind"), c.get("from"), c.get("to"), c.get("reason"), c.get("time"))
+               for c in db.status().get("roleChanges") or []]
+    history = run.recorder.primaries.get(f"{ns}/{db.name}", [])
+    failovers = [f"{e.pod}: {e.message}" for e in run.recorder.results(ns, "failover")]
+    if changes or db.status().get("primary") != first:
+        raise StepFailed(
+            f"the bootstrapped primary {first} did not stay primary: status.roleChanges {changes}; "
+            f"status.primary over time {[(round(t - T0, 1), p, ph) for t, p, ph in history]}; "
+            f"failover Job pods: {failovers}")
+
+
+def s1b_default_grace(run: Run) -> None:
+    """Create 3 servers with the default failover settings (10 s grace period): the
+    bootstrapped primary stays primary while its pod finishes starting."""
+    ns = "grace"
+    run.k8s.ensure_namespace(ns)
+    obj = mysql_object(run, ns, deletionPolicy="Delete")
+    obj["spec"].pop("failover")
+    run.k8s.create(obj)
+    check_bootstrap(run, run.db(ns), 3)
+
+
+def cleanup_grace(run: Run) -> None:
+    db = run.db("grace")
+    run.judge(db).stop()
+    delete_cluster(run, db)
+
+
+def delete_cluster(run: Run, db: Db) -> None:
+    """Deletes a MySQL and waits until it and its servers are gone (frees the CPU)."""
+    run.k8s.delete(API, "MySQL", db.name, db.namespace, wait=False)
+    db.wait(f"MySQL {db.namespace}/{db.name} and its pods gone",
+            lambda: db.mysql() is None and not db.pods(), 300)
+
+
+def kill_mysqld(db: Db, pod: str) -> None:
+    p = db.pod(pod)
+    cs = next((c for c in (p or {}).get("status", {}).get("containerStatuses") or [] if c["name"] == "mysqld"), None)
+    if cs is None or not cs.get("containerID"):
+        raise StepFailed(f"pod {pod} has no running mysqld container: {pod_line(p or {})}")
+    pid = db.node.container_pid(cs["containerID"])
+    os.kill(pid, signal.SIGKILL)
+    say(f"SIGKILLed mysqld of {pod} (host pid {pid})")
+
+
+def patch_mysql(run: Run, db: Db, patch: dict) -> None:
+    run.k8s.request("PATCH", f"/apis/{API}/namespaces/{db.namespace}/mysqls/{db.name}", patch,
+                    content_type="application/merge-patch+json")
+
+
+def role_changes(db: Db) -> list[tuple]:
+    return [(c.get("kind"), c.get("from"), c.get("to"), c.get("reason")) for c in db.status().get("roleChanges") or []]
+
+
+def s2_failover(run: Run) -> None:
+    """SIGKILL the primary's mysqld -> failover; then delete the primary pod -> the role
+    moves away (a failover, or the drain's switchover while it terminates)."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    for how in ("kill", "delete"):
+        st = db.wait_running(3, timeout=300)
+        old = st["primary"]
+        before = len(st.get("roleChanges") or [])
+        t = time.monotonic()
+        if how == "kill":
+            kill_mysqld(db, old)
+        else:
+            run.k8s.delete("v1", "Pod", old, db.namespace, wait=False)
+            say(f"deleted pod {old}")
+        judge.wait_writes(t + 0.5, count=20, timeout=300)
+        say(f"after {how} of {old}: writes acknowledged again {time.monotonic() - t:.0f}s later")
+        st = db.wait_running(3, timeout=600)
+        # The role change is recorded when the hook sees its Job succeeded, which
+        # can be after the writes resumed (and, for a re-promotion, after Running).
+        moved = (lambda c: c[0] == "Failover" and c[1] == old) if how == "kill" else \
+            (lambda c: c[1] == old and c[2] != old)
+        try:
+            db.wait(f"a role change from {old}", lambda: any(moved(c) for c in role_changes(db)[before:]), 60)
+        except StepFailed:
+            pass  # judged below, with what was seen
+        st = db.status()
+        changes = role_changes(db)[before:]
+        say(f"after {how}: primary {old} -> {st.get('primary')}; role changes {changes}")
+        if how == "kill":
+            # A failover, possibly back to the restarted old primary (it comes back
+            # read-only; when no replica is ahead of it, it may be promoted again).
+            if not any(c[0] == "Failover" and c[1] == old for c in changes):
+                raise StepFailed(f"no failover from {old} after its mysqld was killed: primary {st.get('primary')}, "
+                                 f"role changes {changes}")
+        elif st.get("primary") == old or not any(c[1] == old and c[2] != old for c in changes):
+            # A deleted primary pod: a failover, or a hand-over while it terminates.
+            raise StepFailed(f"the role did not move away from {old} after its pod was deleted: primary "
+                             f"{st.get('primary')}, role changes {changes}")
+
+
+def switchover(run: Run, db: Db, target: str, timeout: float = 300) -> None:
+    """Asks for a switchover by annotation (removed first when it already names the
+    target: each value is handled once) and waits until status.primary is the target."""
+    key = "mysqlhook.dev/switchover-to"
+    if ((db.mysql() or {}).get("metadata", {}).get("annotations") or {}).get(key) == target:
+        patch_mysql(run, db, {"metadata": {"annotations": {key: None}}})
+        time.sleep(5)
+    patch_mysql(run, db, {"metadata": {"annotations": {key: target}}})
+    say(f"annotated {db.namespace}/{db.name} switchover-to={target} (primary {db.status().get('primary')})")
+    db.wait(f"status.primary to become {target}", lambda: db.status().get("primary") == target, timeout)
+
+
+def s5_switchover(run: Run) -> None:
+    """Switchover by annotation to a Ready replica."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    st = db.wait_running(3, timeout=300)
+    old = st["primary"]
+    target = next(p["metadata"]["name"] for p in db.pods() if p["metadata"]["name"] != old)
+    t = time.monotonic()
+    switchover(run, db, target)
+    judge.wait_writes(t, count=20, timeout=300)
+    db.wait_running(3, timeout=300)
+    ep = db.primary_endpoint()
+    if not ep or ep[0] != target:
+        raise StepFailed(f"the -primary endpoint is {ep}, not {target}")
+
+
+def replica_state(db: Db, pod: str) -> str:
+    """Its replication threads and last errors, from SHOW SLAVE STATUS."""
+    p = db.pod(pod)
+    ip = ((p or {}).get("status") or {}).get("podIP")
+    with db.connect(ip, timeout=10) as c:
+        st = c.query_dicts("SHOW SLAVE STATUS")
+    if not st:
+        return f"{pod} is not a replica"
+    r = st[0]
+    return (f"{pod}: IO {r.get('Slave_IO_Running')} SQL {r.get('Slave_SQL_Running')} from {r.get('Master_Host')}, "
+            f"Gtid_IO_Pos {r.get('Gtid_IO_Pos')}; last IO error {r.get('Last_IO_Errno')} {r.get('Last_IO_Error')}; "
+            f"last SQL error {r.get('Last_SQL_Errno')} {r.get('Last_SQL_Error')}")
+
+
+def wait_rows_on(db: Db, pod: str, rows: set[int], timeout: float) -> None:
+    """Waits until `pod` has every row in `rows` (replication caught up)."""
+    lo = min(rows) if rows else 0
+
+    def missing() -> bool:
+        try:
+            have = {int(r[0]) for r in db.sql(pod, f"SELECT n FROM app.t WHERE n >= {lo}")}  # type: ignore[union-attr]
+        except MySQLError as e:
+            if e.code != 1146:  # an empty server has no app.t yet
+                raise
+            have = set()
+        if not rows - have:
+            return True
+        # Error 1236 (the source no longer has the binary logs this replica needs)
+        # stops its receiver for good: no need to wait out the timeout.
+        if ", Gtid_IO_Pos" in (state := replica_state(db, pod)) and "IO No " in state \
+                and "last IO error 1236 " in state:
+            raise StepFailed(f"{pod} lacks rows acknowledged before it was Ready: {state}")
+        return False
+    try:
+        db.wait(f"{pod} to have the {len(rows)} rows acknowledged so far", missing, timeout, interval=2)
+    except StepFailed as e:
+        try:
+            state = replica_state(db, pod)
+        except Exception as e2:  # noqa: BLE001
+            state = f"(SHOW SLAVE STATUS failed: {e2})"
+        raise StepFailed(f"{pod} lacks rows acknowledged before it was Ready: {state}\n{e}") from None
+
+
+def rolled_out(db: Db, replicas: int) -> bool:
+    """Running with every server Ready on the StatefulSet's update revision."""
+    prog = {c.get("type"): c for c in db.status().get("conditions") or []}.get("Progressing") or {}
+    return db.running(replicas) is not None and prog.get("reason") == "UpToDate"
+
+
+def scale(run: Run, db: Db, replicas: int, timeout: float = 1500) -> list[str]:
+    """Changes spec.replicas and waits until the change is rolled out (every server
+    Ready on the current revision). Returns what a membership change must not do:
+    servers that were there before and were replaced, and new servers whose agent
+    found itself missing from PODS."""
+    t = time.monotonic()
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in db.pods()}
+    changes_before = len(db.status().get("roleChanges") or [])
+    findings: list[str] = []
+    patch_mysql(run, db, {"spec": {"replicas": replicas}})
+
+    def progress() -> bool:
+        if rolled_out(db, replicas):
+            return True
+        spec_ok = {c.get("type"): c for c in db.status().get("conditions") or []}.get("SpecAccepted") or {}
+        if spec_ok.get("reason") == "ScaleDownBlocked" and not any("blocked" in f for f in findings):
+            # What the condition asks the user to do: switch over to a lower ordinal.
+            findings.append(f"scale-down blocked: {spec_ok.get('message')}")
+            say(f"{spec_ok.get('message')} -- doing that")
+            switchover(run, db, "db-0")
+        return False
+    db.wait(f"{db.namespace}/{db.name} rolled out at {replicas} servers", progress, timeout, interval=2)
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in db.pods()}
+    findings += [f"{n} was replaced" for n in sorted(before) if n in after and after[n] != before[n]]
+    moved = [c for c in (db.status().get("roleChanges") or [])[changes_before:] if c.get("reason") != "Requested"]
+    findings += [f"role change {c.get('kind')} {c.get('from')}->{c.get('to')} ({c.get('reason')})" for c in moved]
+    for n in sorted(set(after) - set(before)):
+        for pod, container in db.node.logged_containers(db.namespace):
+            if pod == n and container == "agent":
+                bad = [l for l in db.node.pod_log(db.namespace, n, "agent", 1000).splitlines() if "not in PODS" in l]
+                if bad:
+                    findings.append(f"new {n}'s agent: {bad[0][:200]}")
+    say(f"scaled {db.namespace}/{db.name} to {replicas} in {time.monotonic() - t:.0f}s (rolled out)"
+        + (f"; {'; '.join(findings)}" if findings else ""))
+    return findings
+
+
+def scale_up_and_down(run: Run, db: Db, check_members: bool) -> None:
+    judge = run.judge(db)
+    assert judge.writer is not None
+    findings = scale(run, db, 5)
+    acked = set(judge.writer.snapshot())
+    for p in ("db-3", "db-4"):
+        wait_rows_on(db, p, acked, 300)
+    check_replication(db, db.status()["primary"])
+    say("db-3 and db-4 replicate and hold every row acknowledged before they were checked")
+    findings += scale(run, db, 3)
+    # Later scale-ups start from empty volumes: drop the claims the scale-down kept.
+    for p in ("db-3", "db-4"):
+        run.k8s.delete("v1", "PersistentVolumeClaim", f"data-{p}", db.namespace, wait=False)
+    if check_members and findings:
+        raise StepFailed(f"a membership change (scaling) acted as a pod template change: {findings}")
+
+
+def s4a_scale(run: Run) -> None:
+    """Scale 3 -> 5 -> 3 while writing: the new servers join and hold every row; no
+    server is restarted by a membership change."""
+    db = run.db("demo")
+    db.wait_running(3, timeout=300)
+    scale_up_and_down(run, db, check_members=True)
+
+
+def s4b_scale_after_purge(run: Run) -> None:
+    """A cluster of its own whose primary purged its binary logs, scaled 3 -> 5 while
+    writing: the new servers, once the MySQL counts them Ready, get every row."""
+    ns = "purge"
+    run.k8s.ensure_namespace(ns)
+    run.k8s.create(mysql_object(run, ns, deletionPolicy="Delete", failover={"enabled": True, "gracePeriodSeconds": 30}))
+    db = run.db(ns)
+    st = db.wait_running(3, timeout=900)
+    judge = run.judge(db)
+    judge.start()
+    judge.wait_writes(time.monotonic(), count=200, timeout=120)
+    primary = st["primary"]
+    purge_binlogs(db, primary)
+    t = time.monotonic()
+    patch_mysql(run, db, {"spec": {"replicas": 5}})
+    db.wait_running(5, timeout=900)
+    say(f"{ns}/db reports 5 Ready servers after {time.monotonic() - t:.0f}s")
+    acked = set(judge.writer.snapshot()) if judge.writer else set()
+    for p in ("db-3", "db-4"):
+        wait_rows_on(db, p, acked, 180)
+    say("db-3 and db-4 hold every row acknowledged before they were checked")
+
+
+def purge_binlogs(db: Db, primary: str) -> None:
+    """FLUSH, then PURGE up to the new binary log, until only it is left (a file a
+    dump thread still reads is kept by the server: try again)."""
+    db.sql(primary, "FLUSH BINARY LOGS")
+    last = db.sql(primary, "SHOW BINARY LOGS")[-1][0]  # type: ignore[index]
+
+    def purged() -> bool:
+        db.sql(primary, f"PURGE BINARY LOGS TO '{last}'")
+        return [r[0] for r in db.sql(primary, "SHOW BINARY LOGS")] == [last]  # type: ignore[union-attr]
+    db.wait(f"{primary} to purge every binary log before {last}", purged, 60, interval=1)
+    first_gtid = db.sql(primary, "SELECT @@global.gtid_binlog_pos")[0][0]  # type: ignore[index]
+    say(f"{primary} purged its binary logs: only {last} is left (gtid_binlog_pos {first_gtid})")
+
+
+def s6_rollout(run: Run) -> None:
+    """Version and config rollout (one spec change): replicas first, one role change."""
+    db = run.db("demo")
+    st = db.wait_running(3, timeout=300)
+    if st["primary"] == "db-2":
+        # A primary at the top ordinal hands over twice by design (README); the one
+        # role change is the case of a primary below it.
+        switchover(run, db, "db-0")
+        st = db.wait_running(3, timeout=300)
+    target = run.facts.get("rollout_version") or run.version
+    before = len(st.get("roleChanges") or [])
+    old_primary = st["primary"]
+    spec: dict[str, Any] = {"config": {"max_connections": "321"}}
+    if target != run.version:
+        spec["version"] = target
+    t = time.monotonic()
+    patch_mysql(run, db, {"spec": spec})
+    say(f"spec changed: {spec} (version {run.version} -> {target}; primary {old_primary})")
+
+    def done() -> bool:
+        s2 = db.status()
+        prog = {c.get("type"): c for c in s2.get("conditions") or []}.get("Progressing") or {}
+        return (s2.get("version") == target and prog.get("status") == "False" and prog.get("reason") == "UpToDate"
+                and db.running(3) is not None)
+    db.wait(f"the rollout to {target} to complete", done, 1800, interval=2)
+    say(f"rollout complete in {time.monotonic() - t:.0f}s")
+    for p in db.pods():
+        name = p["metadata"]["name"]
+        version = db.sql(name, "SELECT VERSION()")[0][0]  # type: ignore[index]
+        maxc = db.sql(name, "SELECT @@global.max_connections")[0][0]  # type: ignore[index]
+        if not str(version).startswith(target) or maxc != "321":
+            raise StepFailed(f"{name} runs {version} with max_connections {maxc} after the rollout")
+    changes = role_changes(db)[before:]
+    order = [(round(t2 - t, 1), ns_pod) for t2, ns_pod in run.recorder.restarts_since(db.namespace, t)]
+    say(f"pods replaced in order {order}; role changes {changes}")
+    if len(changes) != 1:
+        raise StepFailed(f"expected exactly one role change during the rollout, saw {changes}")
+    # Replicas first: no server is replaced while it is the primary.
+    hist = run.recorder.primaries.get(f"{db.namespace}/{db.name}", [])
+    for when, pod in run.recorder.restarts_since(db.namespace, t):
+        primary_then = next((p for t3, p, _ in reversed(hist) if t3 <= when), None)
+        if pod == primary_then:
+            raise StepFailed(f"{pod} was replaced while it was the primary ({when - t:.0f}s into the rollout); "
+                             f"order {order}")
+
+
+def s7_backup_restore(run: Run) -> None:
+    """MySQLBackup, a new cluster restored from it (row checksums equal), and a
+    point-in-time restore between two backups."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    assert judge.writer is not None
+    db.wait_running(3, timeout=300)
+    b1 = take_backup(run, db, "b1")
+    time.sleep(3)
+    pit = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
+    time.sleep(5)
+    b2 = take_backup(run, db, "b2")
+    # 1. Restore of b1: the restored rows are exactly the source's rows up to its last one.
+    ns = db.namespace
+    run.k8s.create(mysql_object(run, ns, name="copy", replicas=3, deletionPolicy="Delete",
+                                failover={"enabled": True, "gracePeriodSeconds": 30},
+                                restore={"backup": "b1"}))
+    copy = run.db(ns, "copy")
+    copy.wait_running(3, timeout=900)
+    compare_copy(db, copy, "the restore of b1", b1)
+    # 2. Point in time: b1's dump plus b2's binary logs up to `pit`.
+    run.k8s.create(mysql_object(run, ns, name="pitr", replicas=1, deletionPolicy="Delete",
+                                restore={"backup": "b1", "pointInTime": pit, "binlogsFrom": b2["name"]}))
+    pitr = run.db(ns, "pitr")
+    pitr.wait_running(1, timeout=900)
+    src = rows_with_time(db, db.status()["primary"])
+    want = {n for n, at in src.items() if at < pit.replace("T", " ").rstrip("Z")}
+    got = set(rows_with_time(pitr, "pitr-0"))
+    if got != want:
+        raise StepFailed(f"point-in-time restore to {pit}: {len(got)} rows, expected the {len(want)} rows the "
+                         f"source committed before that second; missing {sorted(want - got)[:10]}, "
+                         f"extra {sorted(got - want)[:10]}")
+    say(f"point-in-time restore to {pit}: the {len(got)} rows committed before it, none after")
+
+
+def take_backup(run: Run, db: Db, name: str) -> dict:
+    run.k8s.create({"apiVersion": API, "kind": "MySQLBackup", "metadata": {"name": name, "namespace": db.namespace},
+                    "spec": {"cluster": db.name}})
+    t = time.monotonic()
+
+    def finished() -> dict | None:
+        st = (run.k8s.get(API, "MySQLBackup", name, db.namespace).get("status") or {})
+        if st.get("phase") == "Failed":
+            raise StepFailed(f"MySQLBackup {name} failed: {st}")
+        return st if st.get("phase") == "Succeeded" else None
+    st = db.wait(f"MySQLBackup {name} to succeed", finished, 600)
+    say(f"MySQLBackup {name} succeeded in {time.monotonic() - t:.0f}s: {st.get('location')} from {st.get('source')}, "
+        f"{st.get('bytes')} bytes, gtid {st.get('gtid')}")
+    return st
+
+
+def rows_with_time(db: Db, pod: str) -> dict[int, str]:
+    rows = db.sql(pod, "SELECT n, DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s') FROM app.t", timeout=60)
+    return {int(r[0]): r[1] for r in rows}  # type: ignore[union-attr]
+
+
+def compare_copy(src: Db, copy: Db, what: str, backup: dict) -> None:
+    primary = copy.status()["primary"]
+    got = rows_with_time(copy, primary)
+    if not got:
+        raise StepFailed(f"{what}: no rows in app.t on {primary}")
+    top = max(got)
+    want = {n: at for n, at in rows_with_time(src, src.status()["primary"]).items() if n <= top}
+    checksum = "SELECT COUNT(*), SUM(n), BIT_XOR(CRC32(CONCAT(n, '|', at))) FROM app.t WHERE n <= %d" % top
+    a = src.sql(src.status()["primary"], checksum)[0]  # type: ignore[index]
+    b = copy.sql(primary, checksum)[0]  # type: ignore[index]
+    if got != want or a != b:
+        raise StepFailed(f"{what}: rows up to {top} differ from the source's: checksum {b} vs {a}; missing "
+                         f"{sorted(set(want) - set(got))[:10]}, extra {sorted(set(got) - set(want))[:10]}")
+    for p in copy.pods():
+        wait_rows_on(copy, p["metadata"]["name"], set(got), 120)
+    say(f"{what}: {len(got)} rows up to n={top}, checksum {b} equal to the source's (backup gtid {backup.get('gtid')})")
+
+
+def cleanup_s7(run: Run) -> None:
+    for name in ("copy", "pitr"):
+        if run.db("demo", name).mysql() is not None:
+            delete_cluster(run, run.db("demo", name))
+
+
+def s8_retain_recreate(run: Run) -> None:
+    """Delete with deletionPolicy Retain while the primary is at ordinal 2 and ordinal 0
+    lags (its mysqld hung), then create the same MySQL again over the volumes."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    assert judge.writer is not None
+    st = db.wait_running(3, timeout=300)
+    if st["primary"] != "db-2":
+        switchover(run, db, "db-2")
+        db.wait_running(3, timeout=300)
+    obj = strip_for_create(db.mysql())
+    pod0 = db.pod("db-0")
+    cs = next(c for c in pod0["status"]["containerStatuses"] if c["name"] == "mysqld")  # type: ignore[index]
+    pid = db.node.container_pid(cs["containerID"])
+    os.kill(pid, signal.SIGSTOP)
+    say(f"SIGSTOPped mysqld of db-0 (host pid {pid}): it hangs and falls behind")
+    t = time.monotonic()
+    judge.wait_writes(t, count=100, timeout=120)
+    run.k8s.delete(API, "MySQL", db.name, db.namespace, wait=False)
+    say("deleted the MySQL (deletionPolicy Retain)")
+    # A stopped mysqld ignores the kubelet's SIGTERM until its 120 s grace period
+    # ends: once db-0 is being deleted (it lags already), let it go on and stop.
+    db.wait("db-0 being deleted", lambda: (p := db.pod("db-0")) is None or p["metadata"].get("deletionTimestamp"), 120)
+    time.sleep(2)
+    try:
+        os.kill(pid, signal.SIGCONT)
+        say("SIGCONTed db-0's mysqld, being deleted, so that it takes its SIGTERM")
+    except ProcessLookupError:
+        pass
+    db.wait("the MySQL and its pods gone", lambda: db.mysql() is None and not db.pods(), 600)
+    claims = run.k8s.request("GET", f"/api/v1/namespaces/{db.namespace}/persistentvolumeclaims")["items"]
+    kept = sorted(c["metadata"]["name"] for c in claims if c["metadata"]["name"].startswith("data-db-"))
+    say(f"volume claims kept: {kept}")
+    run.k8s.create(obj)
+    say("created the same MySQL again")
+
+    st = wait_initialized(run, db, 600)
+    say(f"recreated: primary {st.get('primary')}; bootstrap results "
+        f"{[result_of(e) for e in run.recorder.results(db.namespace, 'bootstrap')][-1:]}")
+    judge.wait_writes(time.monotonic(), count=20, timeout=300)
+    db.wait_running(3, timeout=600)
+
+
+# bootstrap.sh refusals that no retry of its Job can change (the servers' state
+# made them): the first Job pod that ends so decides, without waiting for the Job's
+# backoff to fail it (four pods, about two minutes more).
+BOOTSTRAP_REFUSALS = ("primary-is-replica", "other-writable")
+
+
+def bootstrap_pods_ended(run: Run, db: Db) -> set[tuple[str, str]]:
+    return {(e.pod, e.finished) for e in run.recorder.results(db.namespace, "bootstrap")}
+
+
+def wait_initialized(run: Run, db: Db, timeout: float, seen: set[tuple[str, str]] | None = None) -> dict:
+    """Waits for Initialized True; fails at once on BootstrapFailed or on a bootstrap
+    Job pod that refused (BOOTSTRAP_REFUSALS) and is not in `seen` (default: those
+    ended before this wait), with the Job's results."""
+    if seen is None:
+        seen = bootstrap_pods_ended(run, db)
+
+    def initialized() -> dict | None:
+        st = db.status()
+        init = {c.get("type"): c for c in st.get("conditions") or []}.get("Initialized") or {}
+        ended = run.recorder.results(db.namespace, "bootstrap")
+        results = [f"{e.pod}: exit {e.exit_code} {e.message}" for e in ended]
+        if init.get("reason") == "BootstrapFailed":
+            raise StepFailed(f"BootstrapFailed: {init.get('message')}; status.primary {st.get('primary')}; "
+                             f"bootstrap Job pods: {results[-2:]}")
+        refused = [e for e in ended if (e.pod, e.finished) not in seen and e.exit_code != 0
+                   and result_of(e).get("reason") in BOOTSTRAP_REFUSALS]
+        if refused and init.get("status") != "True":
+            raise StepFailed(f"BootstrapFailed (its first Job pod refused; retries cannot change that): "
+                             f"status.primary {st.get('primary')}; bootstrap Job pods: {results[-2:]}")
+        return st if init.get("status") == "True" else None
+    return db.wait(f"{db.namespace}/{db.name} to be Initialized", initialized, timeout)
+
+
+def strip_for_create(obj: dict | None) -> dict:
+    assert obj is not None
+    md = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "metadata": {"name": md["name"], "namespace": md["namespace"]}, "spec": obj["spec"]}
+
+
+def s3_single_restart(run: Run) -> None:
+    """A single-server cluster whose mysqld is killed and restarts is writable again."""
+    ns = "single"
+    run.k8s.ensure_namespace(ns)
+    run.k8s.create(mysql_object(run, ns, replicas=1, deletionPolicy="Delete"))
+    db = run.db(ns)
+    db.wait_running(1, timeout=600)
+    judge = run.judge(db)
+    judge.start()
+    judge.wait_writes(time.monotonic() - 1, count=20, timeout=120)
+    t = time.monotonic()
+    kill_mysqld(db, "db-0")
+    judge.wait_writes(t + 0.5, count=20, timeout=240)
+    say(f"after kill of db-0: writes acknowledged again {time.monotonic() - t:.0f}s later")
+    db.wait_running(1, timeout=300)
+    # It restarted read-only; only the hook's failover Job of one member reopens it
+    # (recorded when the hook sees the Job succeeded, which can be after the writes
+    # resumed).
+    reopened = ("Failover", "db-0", "db-0", "PrimaryNotReady")
+    try:
+        db.wait("the role change Failover db-0->db-0", lambda: reopened in role_changes(db), 60)
+    except StepFailed:
+        raise StepFailed(f"expected a Failover db-0->db-0 role change, saw {role_changes(db)}") from None
+
+
+def s9_status_wiped(run: Run) -> None:
+    """The status of a running cluster wiped (its primary at ordinal 2): no new
+    bootstrap, the same primary, writes go on."""
+    ns = "wipe"
+    run.k8s.ensure_namespace(ns)
+    run.k8s.create(mysql_object(run, ns, deletionPolicy="Delete", failover={"enabled": True, "gracePeriodSeconds": 30}))
+    db = run.db(ns)
+    db.wait_running(3, timeout=900)
+    judge = run.judge(db)
+    judge.start()
+    switchover(run, db, "db-2")
+    st = db.wait_running(3, timeout=300)
+    judge.wait_writes(time.monotonic(), count=20, timeout=120)
+    primary = st["primary"]
+    bootstraps = {e.pod for e in run.recorder.results(ns, "bootstrap")}
+    obj = db.mysql()
+    assert obj is not None
+    t = time.monotonic()
+    seen = bootstrap_pods_ended(run, db)
+    run.k8s.replace_status({"apiVersion": API, "kind": "MySQL",
+                            "metadata": {"name": db.name, "namespace": db.namespace,
+                                         "resourceVersion": obj["metadata"]["resourceVersion"]},
+                            "status": {}})
+    say(f"status of {ns}/{db.name} replaced by {{}} (primary was {primary})")
+    time.sleep(30)
+    wait_initialized(run, db, 120, seen)
+    judge.wait_writes(t, count=20, timeout=120)
+    st = db.wait_running(3, timeout=300)
+    new_boot = {e.pod for e in run.recorder.results(ns, "bootstrap")} - bootstraps
+    if new_boot:
+        raise StepFailed(f"a wiped status started a new bootstrap: {sorted(new_boot)}")
+    if st.get("primary") != primary:
+        raise StepFailed(f"a wiped status moved the primary from {primary} to {st.get('primary')}")
+
+
+def cleanup_ns(namespace: str) -> Callable[[Run], None]:
+    def cleanup(run: Run) -> None:
+        db = run.db(namespace)
+        run.judge(db).stop()
+        if db.mysql() is not None:
+            delete_cluster(run, db)
+    return cleanup
+
+
+@dataclass
+class Scenario:
+    key: str
+    name: str
+    fn: Callable[[Run], None]
+    db: tuple[str, str]  # (namespace, name) of the cluster the judge watches
+    cleanup: Callable[[Run], None] | None = None  # after the judge has counted
+
+
+SCENARIOS = [
+    Scenario("1", "create 3 servers -> Running", s1_create, ("demo", "db")),
+    Scenario("2", "SIGKILL primary mysqld -> failover; delete its pod -> hand-over", s2_failover, ("demo", "db")),
+    Scenario("5", "switchover by annotation", s5_switchover, ("demo", "db")),
+    Scenario("4a", "scale 3 -> 5 -> 3 while writing", s4a_scale, ("demo", "db")),
+    Scenario("6", "version + config rollout: replicas first, one role change", s6_rollout, ("demo", "db")),
+    Scenario("7", "MySQLBackup, restore (checksums), point-in-time restore", s7_backup_restore, ("demo", "db"),
+             cleanup_s7),
+    Scenario("8", "delete (Retain) with the primary at ordinal 2, recreate", s8_retain_recreate, ("demo", "db")),
+    Scenario("4b", "binary logs purged, then scale 3 -> 5", s4b_scale_after_purge, ("purge", "db"),
+             cleanup_ns("purge")),
+    Scenario("3", "single server: mysqld killed -> writable again", s3_single_restart, ("single", "db"),
+             cleanup_ns("single")),
+    Scenario("9", "status subresource wiped", s9_status_wiped, ("wipe", "db"), cleanup_ns("wipe")),
+]
+# Not run by default (timing-dependent, see EXPECTED_FAILURES): python3 real_servers.py --only 1b
+EXTRA_SCENARIOS = [
+    Scenario("1b", "create 3 servers, default 10 s failover grace -> no role change", s1b_default_grace,
+             ("grace", "db"), cleanup_grace),
+]
+
+# scenario key -> (the defect that makes it fail, a regular expression its failure
+# message must match). Strict: the scenario must fail, and for that reason.
+EXPECTED_FAILURES: dict[str, tuple[str, str]] = {
+    "4b": ("defect: a new server is seeded only by replication from an empty GTID position: once the primary "
+           "has purged its binary logs, db-3 and db-4 stop with error 1236 (\"Could not find GTID state requested "
+           "by slave in any binlog files\") and stay empty, yet pass readiness and count as Ready replicas (the "
+           "MySQL reports Running 5/5; the rollout then tries to switch over to one of them and fails with "
+           "target-not-replicating); nothing seeds them from a backup (hooks/scripts/join.sh, probe.sh)",
+           r"lacks rows acknowledged before it was Ready"),
+}
+# Timing-dependent defects, reported but not strict (they would make CI flaky).
+OBSERVED_DEFECTS: dict[str, str] = {
+    "5/6/4a": "defect: a switchover Job that succeeds within a second or two (real servers) can be dropped "
+           "unrecorded: Metacontroller deletes the finished Job while status.operation has not reached the "
+           "parent the hook sees, status.primary stays on the fenced old primary, which turns NotReady, and "
+           "only a failover after the grace period adopts the new primary (role change recorded as Failover "
+           "PrimaryNotReady; about 35 s more without a writable primary); seen 4 times in 9 runs of this loop "
+           "(a requested switchover, a rollout's, a scale-up's and a scale-down's), all before the merge of main's "
+           "role memory rebuilt from Jobs (f4ec861); not seen in the 2 runs since",
+    "1b": "defect: the failover grace period of a primary that has never been Ready starts at its pod's "
+          "creation (Ready condition lastTransitionTime), so the bootstrapped primary, still in its 10 s "
+          "startup probe, is failed over seconds after the bootstrap Job made it writable "
+          "(hooks/src/roles/failover.rs); seen in 2 of 3 runs with the default grace period",
+}
+
+
+# ------------------------------------------------------------------ running
+
+
+def run_scenario(run: Run, sc: Scenario) -> Row:
+    row = Row(f"{sc.key}. {sc.name}")
+    db = run.db(*sc.db)
+    t0 = time.monotonic()
+    say(f"SCENARIO {sc.key}: {sc.name} -- {(sc.fn.__doc__ or '').strip()}")
+    error = ""
+    try:
+        sc.fn(run)
+    except (StepFailed, ApiError, HarnessError, MySQLError, ProtocolError, OSError) as e:
+        error = f"{type(e).__name__}: {e}"
+    except Exception as e:  # noqa: BLE001 - a bug in the scenario: report it, go on
+        error = f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+    t1 = time.monotonic()
+    row.seconds = t1 - t0
+    judge = run.judges.get(f"{db.namespace}/{db.name}")
+    changes = [c for c in (db.status().get("roleChanges") or [])
+               if c.get("time", "") >= time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (t1 - t0)))]
+    if changes:
+        row.notes.append("role changes: " + ", ".join(f"{c.get('kind')} {c.get('from')}->{c.get('to')} "
+                                                      f"({c.get('reason')})" for c in changes))
+    if judge is not None and judge.writer is not None:
+        acks = judge.writer.acks_between(t0, t1)
+        row.acked = len(acks)
+        # From when the writer started (a scenario may create its cluster first).
+        points = [max(t0, judge.writer.started_at)] + acks + [t1]
+        row.unavailable = sum(b - a for a, b in zip(points, points[1:]) if b - a > GAP)
+        assert judge.sampler is not None
+        row.two_writable = len(judge.sampler.between(t0, t1))
+        try:
+            total, missing, primary = judge.lost_rows()
+            row.lost = len(missing)
+            if missing:
+                error += f"{'; ' if error else ''}{len(missing)} of {total} acknowledged rows missing on the " \
+                         f"primary {primary}: {missing[:20]}"
+        except (StepFailed, MySQLError, ProtocolError, OSError) as e:
+            error += f"{'; ' if error else ''}could not count rows on the primary: {e}"
+            row.lost = -1
+        if row.two_writable:
+            error += f"{'; ' if error else ''}{row.two_writable} samples with two writable servers: " \
+                     f"{judge.sampler.between(t0, t1)[:3]}"
+    elif not error:
+        error = "the scenario never started a writer"
+    passed = not error
+    expected = EXPECTED_FAILURES.get(sc.key)
+    if expected:
+        defect, pattern = expected
+        if passed:
+            row.result, row.detail = "XPASS", f"expected to fail ({defect}) but passed"
+        elif re.search(pattern, error):
+            row.result, row.detail = "XFAIL", f"{defect} -- seen: {error}"
+        else:
+            row.result, row.detail = "FAIL", f"expected to fail with /{pattern}/ ({defect}), failed otherwise: {error}"
+    else:
+        row.result = "PASS" if passed else "FAIL"
+        row.detail = error
+    say(f"{row.result} scenario {sc.key} in {row.seconds:.0f}s" + (f": {row.detail}" if row.detail else ""))
+    if row.result in ("FAIL", "XPASS"):
+        say(f"diagnostics:\n{db.describe()}\n{db.logs(20)}")
+    elif row.result == "XFAIL":
+        say(f"state at the expected failure:\n{db.describe()}")
+    if sc.cleanup is not None:
+        try:
+            sc.cleanup(run)
+        except (StepFailed, ApiError, HarnessError) as e:
+            say(f"clean-up after scenario {sc.key} failed: {e}")
+    return row
+
+
+def print_table(rows: list[Row]) -> None:
+    print("\nreal servers:")
+    header = f"  {'scenario':58} {'acked':>6} {'lost':>5} {'no-writer s':>11} {'2-writable':>10}  result"
+    print(header)
+    print("  " + "-" * (len(header) - 2))
+    for r in rows:
+        print(f"  {r.scenario[:58]:58} {r.acked:6d} {r.lost:5d} {r.unavailable:11.1f} {r.two_writable:10d}  "
+              f"{r.result} ({r.seconds:.0f}s)")
+    for r in rows:
+        if r.result in ("XFAIL", "XPASS", "FAIL") and r.detail:
+            print(f"  {r.result} {r.scenario}: {r.detail[:1500]}")
+    for r in rows:
+        for n in r.notes:
+            print(f"  note {r.scenario.split('.')[0]}: {n}")
+    extra = {sc.key for sc in EXTRA_SCENARIOS}
+    for key, defect in OBSERVED_DEFECTS.items():
+        how = f"not run by default: --only {key}" if key in extra else f"scenarios {key}, see their role changes"
+        print(f"  known timing-dependent defect ({how}): {defect}")
+    sys.stdout.flush()
+
+
+def hook_binary(arg: str | None) -> Path:
+    p = arg or os.environ.get("MYSQL_HOOK_BIN")
+    if p:
+        return Path(p).resolve()  # the components run from other directories
+    candidates = [c for c in (REPO / "target/debug/mysql-hook", REPO / "target/release/mysql-hook") if c.exists()]
+    if not candidates:
+        raise HarnessError("no hook binary: pass --hook-bin, set MYSQL_HOOK_BIN or cargo build first")
+    return max(candidates, key=lambda c: c.stat().st_mtime)
+
+
+def skip_reason() -> str | None:
+    missing = realnode.missing_prerequisites()
+    if missing:
+        return "a real node needs " + "; ".join(missing)
+    return components.metacontroller_skip_reason()
+
+
+def run_all(args: argparse.Namespace) -> int:
+    hook_bin = hook_binary(args.hook_bin)
+    t = time.monotonic()
+    bin_dir = components.bin_dir_for(("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+                                      "kubelet", "coredns", "pause"), "--node")
+    mc = components.metacontroller(bin_dir)
+    say(f"components ready in {bin_dir} ({time.monotonic() - t:.0f}s); metacontroller {mc.origin}")
+    t = time.monotonic()
+    mariadb = images.mariadb_image()
+    previous = images.mariadb_image(release_only=True)
+    hook_img = images.hook_image(hook_bin)
+    pause = images.pause_image(bin_dir / "pause", load_versions().get("PAUSE_VERSION", "3.10"))
+    version = mariadb.ref.rsplit(":", 1)[1]
+    node_images = [pause, mariadb, hook_img]
+    if previous.ref != mariadb.ref:
+        node_images.append(previous)
+    say(f"images ready ({time.monotonic() - t:.0f}s): {mariadb.ref} (Debian {mariadb.note}), {previous.ref} "
+        f"(Debian {previous.note}, the rollout's other version), {hook_img.ref}, {pause.ref}")
+
+    selected = [s for s in SCENARIOS + EXTRA_SCENARIOS
+                if (s in SCENARIOS and not args.only) or (args.only and s.key in args.only.split(","))]
+    rows: list[Row] = []
+    failed_setup = ""
+    with Cluster(bin_dir=bin_dir, extra_apiserver_args=["--kubelet-preferred-address-types=InternalIP"]) as k8s:
+        procs_ok = components.procs_checker(k8s)
+        # Pods of the default ServiceAccount mount its token and kube-root-ca.crt,
+        # which the root CA publisher writes into every namespace; deleted claims
+        # (deletionPolicy Delete, a scale-down's claims) wait for the protection
+        # controllers to lift their finalizers.
+        components.start_controllers(k8s, bin_dir, components.CONTROLLERS + (
+            "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
+            "persistentvolume-protection-controller"))
+        with realnode.RealNode(k8s, bin_dir, node_images, volumes=24) as node:
+            hook_url = components.start_hook(k8s, hook_bin, procs_ok, ["--scripts-image", hook_img.ref])
+            components.install_crds(k8s, mc)
+            components.start_metacontroller(k8s, mc, hook_url, procs_ok)
+            say(f"all up: control plane, real node {node.name} ({node.subnet}), hook {hook_url} "
+                f"(--scripts-image {hook_img.ref}), metacontroller; MariaDB {version}")
+            recorder = Recorder(k8s)
+            recorder.start()
+            run = Run(k8s, node, procs_ok, version, recorder)
+            run.facts["rollout_version"] = previous.ref.rsplit(":", 1)[1]
+            try:
+                for sc in selected:
+                    row = run_scenario(run, sc)
+                    rows.append(row)
+                    if sc.key == "1" and run.judge(run.db("demo")).writer is None and not args.keep_going:
+                        failed_setup = "scenario 1 got no Running cluster to write to: the others need it"
+                        break
+            finally:
+                for j in run.judges.values():
+                    j.stop()
+                recorder.stop()
+            for key, secs in node.timings:
+                say(f"timing: {key}: {secs:.1f}s")
+    print_table(rows)
+    if failed_setup:
+        print(f"real servers: {failed_setup}")
+    bad = [r for r in rows if r.result in ("FAIL", "XPASS")]
+    ok = not bad and not failed_setup and rows
+    print(f"real servers: {'passed' if ok else 'FAILED'} ({len(rows)} scenarios: "
+          f"{sum(r.result == 'PASS' for r in rows)} passed, {sum(r.result == 'XFAIL' for r in rows)} expected "
+          f"failures, {len(bad)} failed) in {time.monotonic() - T0:.0f}s", flush=True)
+    return 0 if ok else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hook-bin", help="the mysql-hook binary (default: $MYSQL_HOOK_BIN or target/*/mysql-hook)")
+    ap.add_argument("--only", help="comma separated scenario keys (e.g. 1,2,5)")
+    ap.add_argument("--keep-going", action="store_true", help="run the other scenarios after scenario 1 failed")
+    args = ap.parse_args()
+    try:
+        reason = skip_reason()
+    except HarnessError as e:
+        print(f"real servers: FAILED to set up: {e}", flush=True)
+        return 1
+    if reason:
+        print(f"real servers skipped: {reason}", flush=True)
+        if os.environ.get("MYSQL_HOOK_REQUIRE_REAL_SERVERS") == "1":
+            print("real servers: FAILED: MYSQL_HOOK_REQUIRE_REAL_SERVERS=1 (CI) does not accept a skip", flush=True)
+            return 1
+        return 0
+    try:
+        return run_all(args)
+    except (HarnessError, images.ImageError) as e:
+        print(f"real servers: FAILED to set up: {e}", flush=True)
+        return 1
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
