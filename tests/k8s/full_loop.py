@@ -86,6 +86,7 @@ RESYNC_PERIOD_SECONDS = 5
 NODES = ("kwok-node-0", "kwok-node-1", "kwok-node-2")
 POD_CIDR = "10.244.0.0/24"
 STORAGE = "1Gi"
+DATA_CLAIM = "data"  # the StatefulSet's claim template (hooks/src/model.rs DATA_VOLUME)
 
 T0 = time.monotonic()
 
@@ -1163,6 +1164,112 @@ def delete_with_final_backup(loop: Loop) -> None:
                          f"found {pvcs}")
 
 
+# ------------------------------------------------------------------ Retain after Delete (issue 20.1)
+KEEP = "keep"
+
+
+def retain_after_delete_keeps_volumes(loop: Loop) -> None:
+    """A second MySQL, `keep`, two servers under deletionPolicy Delete: the StatefulSet
+    controller makes the StatefulSet the owner of both volume claims. Scaled to one
+    server, the claim of ordinal 1 stays owned (its controller releases claims only of
+    pods that exist). Then deletionPolicy Retain and, at once, a delete. The real
+    garbage collector of kube-controller-manager deletes whatever the StatefulSet still
+    owns when the StatefulSet goes, so the hook must hold the deletion (VolumesStillOwned,
+    naming data-keep-1) until no claim is owned; after the documented patch it proceeds,
+    and both claims outlive the MySQL."""
+    claims = [f"{DATA_CLAIM}-{KEEP}-{i}" for i in range(2)]
+    for i in range(2):
+        loop.k8s.create({"apiVersion": "v1", "kind": "PersistentVolume",
+                         "metadata": {"name": f"pv-{KEEP}-{i}"},
+                         "spec": {"capacity": {"storage": STORAGE}, "accessModes": ["ReadWriteOnce"],
+                                  "persistentVolumeReclaimPolicy": "Retain",
+                                  "hostPath": {"path": f"/tmp/fake-pv-{KEEP}-{i}"}}})
+    loop.k8s.create({"apiVersion": API, "kind": "MySQL", "metadata": {"name": KEEP, "namespace": NAMESPACE},
+                     "spec": {"replicas": 2, "version": "8.4.3", "storage": {"size": STORAGE},
+                              "deletionPolicy": "Delete"}})
+
+    def claim(name: str) -> dict | None:
+        return loop.k8s.get_or_none("v1", "PersistentVolumeClaim", name, NAMESPACE)
+
+    def sts_owned(c: dict | None) -> bool:
+        return bool(c) and any(r.get("kind") == "StatefulSet" and r.get("name") == KEEP
+                               for r in c["metadata"].get("ownerReferences") or [])
+
+    def claims_state() -> str:
+        return "; ".join(f"{n}: " + ("absent" if claim(n) is None else
+                                    f"owners {[r['kind'] + '/' + r['name'] for r in claim(n)['metadata'].get('ownerReferences') or []]}"
+                                    f"{' deleting' if claim(n)['metadata'].get('deletionTimestamp') else ''}")
+                         for n in claims)
+
+    t0 = time.monotonic()
+    loop.wait("both claims of MySQL keep owned by its StatefulSet (deletionPolicy Delete)",
+              lambda: all(sts_owned(claim(n)) for n in claims), timeout=120, detail=claims_state)
+    say(f"MySQL {KEEP}: 2 servers under deletionPolicy Delete; {claims_state()}")
+
+    loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{KEEP}", {"spec": {"replicas": 1}},
+                     content_type="application/merge-patch+json")
+
+    def scaled() -> bool:
+        sts = loop.k8s.get_or_none("apps/v1", "StatefulSet", KEEP, NAMESPACE) or {}
+        return ((sts.get("spec") or {}).get("replicas") == 1
+                and loop.k8s.get_or_none("v1", "Pod", f"{KEEP}-1", NAMESPACE) is None)
+    loop.wait("the StatefulSet keep scaled to 1 and pod keep-1 gone", scaled, timeout=120, detail=claims_state)
+    if not sts_owned(claim(claims[1])):
+        raise StepFailed(f"after the scale-down {claims[1]} is no longer owned by the StatefulSet ({claims_state()}): "
+                         "the scenario no longer reproduces the case it guards")
+    say(f"scaled to 1: {claims_state()}")
+
+    loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{KEEP}",
+                     {"spec": {"deletionPolicy": "Retain"}}, content_type="application/merge-patch+json")
+    loop.k8s.delete(API, "MySQL", KEEP, NAMESPACE, wait=False)
+    t_delete = time.monotonic()
+    say("set deletionPolicy Retain and deleted the MySQL at once")
+
+    def keep_mysql() -> dict | None:
+        return loop.k8s.get_or_none(API, "MySQL", KEEP, NAMESPACE)
+
+    def held_for_owned() -> dict | None:
+        m = keep_mysql()
+        if m is None:
+            raise StepFailed(f"MySQL {KEEP} went away while {claims[1]} was still owned by its StatefulSet; "
+                             f"claims: {claims_state()}")
+        d = condition(m, "Deleting")
+        return d if d.get("reason") == "VolumesStillOwned" else None
+    d = loop.wait("the deletion held with Deleting reason VolumesStillOwned", held_for_owned, timeout=60,
+                  detail=lambda: f"Deleting {condition(keep_mysql(), 'Deleting')}; {claims_state()}")
+    if claims[1] not in d.get("message", "") or claims[0] in d.get("message", ""):
+        raise StepFailed(f"VolumesStillOwned should name {claims[1]} only (the StatefulSet controller releases "
+                         f"{claims[0]}, whose pod exists): {d.get('message')}")
+    # Held: for a while, with both claims and the StatefulSet still there.
+    t_held = time.monotonic()
+    while time.monotonic() - t_held < FINALIZE_RESYNC_SECONDS * 2:
+        held_for_owned()
+        if loop.k8s.get_or_none("apps/v1", "StatefulSet", KEEP, NAMESPACE) is None:
+            raise StepFailed("the StatefulSet was deleted while a claim was still owned by it")
+        time.sleep(0.5)
+    say(f"held {time.monotonic() - t_delete:.1f}s after the delete: {d.get('message')}")
+
+    # The remedy the message gives: release the claim by hand.
+    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/{claims[1]}",
+                     [{"op": "remove", "path": "/metadata/ownerReferences"}],
+                     content_type="application/json-patch+json")
+    t_patch = time.monotonic()
+    loop.wait(f"MySQL {KEEP} gone after the claim was released", lambda: keep_mysql() is None, timeout=120,
+              detail=lambda: f"Deleting {condition(keep_mysql(), 'Deleting')}; {claims_state()}")
+    loop.wait("StatefulSet keep gone", lambda: loop.k8s.get_or_none("apps/v1", "StatefulSet", KEEP, NAMESPACE) is None,
+              timeout=60)
+    t_gone = time.monotonic()
+    # Give the garbage collector time to act on anything it would delete.
+    time.sleep(10)
+    lost = [n for n in claims if claim(n) is None or claim(n)["metadata"].get("deletionTimestamp")]
+    if lost:
+        raise StepFailed(f"deletionPolicy Retain lost volume claims {lost}: {claims_state()}")
+    loop.timings.append(("Retain after Delete: delete -> held (VolumesStillOwned)", t_held - t_delete))
+    loop.timings.append(("Retain after Delete: claim released -> MySQL gone", t_gone - t_patch))
+    say(f"MySQL {KEEP} gone {t_gone - t_patch:.1f}s after the claim was released; 10 s later both claims are kept: "
+        f"{claims_state()} ({time.monotonic() - t0:.0f}s for the scenario)")
+
+
 # ------------------------------------------------------------------ chaos (issue 9)
 # Each scenario records the uid of every child, pod and volume claim, breaks
 # something while Metacontroller is syncing, repairs it, and asserts that the cluster
@@ -1387,6 +1494,7 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     upgrade,
     failover,
     delete_with_final_backup,
+    retain_after_delete_keeps_volumes,
 ]
 
 
