@@ -112,7 +112,7 @@ pub struct MySQLSpec {
     pub backup: Option<BackupSpec>,
 
     /// Application accounts, each with a database and a password Secret an
-    /// application can mount (see README). Unset: `app` (read-write) and `app_ro`
+    /// application can mount (see docs/reference.md). Unset: `app` (read-write) and `app_ro`
     /// (read-only) on the database `app`; `[]`: none.
     /// Names are unique (a list-map keyed by `name`), at most 16.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,7 +15,7 @@
 #
 # Both are tagged with exactly the references of the FROM lines, in a private image
 # store, and the build never pulls (--pull=never). How they differ from the published
-# images: README, "The container image".
+# images: docs/testing.md, "The container image".
 #
 #   tests/image/build.sh [--tag REF] [--archive FILE] [--no-cache]
 #   tests/image/build.sh --print-store-args   # the buildah/podman storage options

@@ -10,7 +10,7 @@ exactly the references our pod templates name:
   ``mmdebstrap --variant=minbase`` root file system, against this machine's Debian
   mirror list (``/etc/apt/sources.list.d/debian.sources``), made to behave like the
   official ``mariadb`` image where our pods depend on it (see ``MARIADB_CUSTOMIZE``
-  and the README's "How the real node's images differ" section).
+  and "How the real node's images differ" in docs/testing.md).
 * the hook's image (default ``localhost/mysql-hook:test``): the cargo-built
   ``mysql-hook`` binary at ``/usr/local/bin/mysql-hook`` plus the shared libraries it
   links (copied from this Debian host, as ``gcr.io/distroless/cc-debian12`` ships
