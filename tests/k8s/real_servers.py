@@ -1269,12 +1269,8 @@ EXTRA_SCENARIOS = [
 # scenario key -> (the defect that makes it fail, a regular expression its failure
 # message must match). Strict: the scenario must fail, and for that reason.
 EXPECTED_FAILURES: dict[str, tuple[str, str]] = {
-    "4b": ("defect: a new server is seeded only by replication from an empty GTID position: once the primary "
-           "has purged its binary logs, db-3 and db-4 stop with error 1236 (\"Could not find GTID state requested "
-           "by slave in any binlog files\") and stay empty, yet pass readiness and count as Ready replicas (the "
-           "MySQL reports Running 5/5; the rollout then tries to switch over to one of them and fails with "
-           "target-not-replicating); nothing seeds them from a backup (hooks/scripts/join.sh, probe.sh)",
-           r"lacks rows acknowledged before it was Ready"),
+    # 4b (scale-up after the primary purged its binary logs) was one until seeding
+    # (hooks/scripts/seed.sh, issue 15.2): new servers now copy a donor first.
 }
 # Timing-dependent defects, reported but not strict (they would make CI flaky).
 OBSERVED_DEFECTS: dict[str, str] = {
