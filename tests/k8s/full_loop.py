@@ -86,6 +86,8 @@ RESYNC_PERIOD_SECONDS = 5
 NODES = ("kwok-node-0", "kwok-node-1", "kwok-node-2")
 POD_CIDR = "10.244.0.0/24"
 STORAGE = "1Gi"
+# Backups go under <namespace>/<name> of the store unless spec.backup names a prefix.
+BACKUP_PREFIX = f"{NAMESPACE}/{NAME}"
 DATA_CLAIM = "data"  # the StatefulSet's claim template (hooks/src/model.rs DATA_VOLUME)
 
 T0 = time.monotonic()
@@ -922,10 +924,10 @@ def mysqlbackup_succeeds(loop: Loop) -> None:
     loop.timings.append(("MySQLBackup create -> Job created", t_job - t0))
     loop.timings.append(("MySQLBackup create -> Succeeded", secs))
     st = b["status"]
-    want_location = f"pvc://{BACKUP_CLAIM}/{NAME}/{job_name}"
+    want_location = f"pvc://{BACKUP_CLAIM}/{BACKUP_PREFIX}/{job_name}"
     problems = []
     for field_, want in (("name", job_name), ("location", want_location), ("bytes", BACKUP_BYTES),
-                         ("storage", {"persistentVolumeClaim": {"claimName": BACKUP_CLAIM, "prefix": NAME}})):
+                         ("storage", {"persistentVolumeClaim": {"claimName": BACKUP_CLAIM, "prefix": BACKUP_PREFIX}})):
         if st.get(field_) != want:
             problems.append(f"status.{field_} is {json.dumps(st.get(field_))}, want {json.dumps(want)}")
     if st.get("source") not in ready_replicas:
@@ -1141,7 +1143,7 @@ def delete_with_final_backup(loop: Loop) -> None:
     last = [o for _, typ, o in loop.watchers["mysqls"].since(t0) if o["metadata"]["name"] == NAME
             and typ != "DELETED"][-1]
     rec = ((last.get("status") or {}).get("backup") or {}).get("finalBackup") or {}
-    want = {"name": job_name, "outcome": "Succeeded", "location": f"pvc://{BACKUP_CLAIM}/{NAME}/{job_name}",
+    want = {"name": job_name, "outcome": "Succeeded", "location": f"pvc://{BACKUP_CLAIM}/{BACKUP_PREFIX}/{job_name}",
             "bytes": BACKUP_BYTES}
     wrong = {k: rec.get(k) for k, v in want.items() if rec.get(k) != v}
     if wrong or rec.get("source") not in [n for n in names if n != primary] or not rec.get("gtid"):
