@@ -1027,7 +1027,13 @@ def s7_backup_restore(run: Run) -> None:
     run.k8s.create(mysql_object(run, ns, name="pitr", replicas=1, deletionPolicy="Delete",
                                 restore={"backup": "b1", "pointInTime": pit, "binlogsFrom": b2["name"]}))
     pitr = run.db(ns, "pitr")
-    pitr.wait_running(1, timeout=900)
+
+    def pitr_done() -> dict | None:
+        restored = {c.get("type"): c for c in pitr.status().get("conditions") or []}.get("Restored") or {}
+        if restored.get("reason") == "RestoreFailed":
+            raise StepFailed(f"the point-in-time restore failed: {restored.get('message')}")
+        return pitr.running(1)
+    pitr.wait("MySQL pitr Running with 1 ready server (or its restore failed)", pitr_done, timeout=900)
     src = rows_with_time(db, db.status()["primary"])
     want = {n for n, at in src.items() if at < pit.replace("T", " ").rstrip("Z")}
     got = set(rows_with_time(pitr, "pitr-0"))
@@ -1269,6 +1275,13 @@ EXTRA_SCENARIOS = [
 # scenario key -> (the defect that makes it fail, a regular expression its failure
 # message must match). Strict: the scenario must fail, and for that reason.
 EXPECTED_FAILURES: dict[str, tuple[str, str]] = {
+    "7": ("defect: the point-in-time restore (b1's dump plus b2's binary logs) fails in a real pod with "
+          "binlog-gap '<file>: no GTID header (not a binary log?)': restore.sh's continuity check "
+          "(binlog_start_state in hooks/scripts/common.sh, issue 19.1) does not read the Gtid_list header of a "
+          "binary log that backup.sh copied in the pod; the MariaDB suite's PITR tests pass on the host. The "
+          "plain restore of b1 in the same scenario passes with equal checksums. Seen on the first run after "
+          "the merge of the backups branch",
+          r"point-in-time restore failed: .*binlog-gap"),
     # 4b (scale-up after the primary purged its binary logs) was one until seeding
     # (hooks/scripts/seed.sh, issue 15.2): new servers now copy a donor first.
 }
