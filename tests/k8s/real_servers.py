@@ -1122,8 +1122,14 @@ def s8_retain_recreate(run: Run) -> None:
     claims = run.k8s.request("GET", f"/api/v1/namespaces/{db.namespace}/persistentvolumeclaims")["items"]
     kept = sorted(c["metadata"]["name"] for c in claims if c["metadata"]["name"].startswith("data-db-"))
     say(f"volume claims kept: {kept}")
+    # The old primary may hold in-flight commits nobody acknowledged: the bootstrap
+    # then chooses another server and reports it rebuildNeeded, and by default it
+    # stays NotReady for a human. The recreated cluster opts in to rebuilding it
+    # (spec.replication.rebuildErrant), the documented way out; the judge still
+    # requires every acknowledged row.
+    obj["spec"].setdefault("replication", {})["rebuildErrant"] = True
     run.k8s.create(obj)
-    say("created the same MySQL again")
+    say("created the same MySQL again (replication.rebuildErrant: true)")
 
     st = wait_initialized(run, db, 600)
     say(f"recreated: primary {st.get('primary')}; bootstrap results "
