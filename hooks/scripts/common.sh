@@ -149,6 +149,16 @@ parse_pods() {
 }
 parse_pods
 [[ $SEMISYNC_ACKS =~ ^[1-9][0-9]*$ ]] || fail bad-env "SEMISYNC_ACKS '$SEMISYNC_ACKS' must be a positive number"
+# recorded_primary: the primary the hook recorded, the first line of
+# $PRIMARY_FILE (the ConfigMap key that follows role changes) without
+# whitespace, else $PRIMARY ("" when neither says).  probe.sh, which does not
+# source this file, has its own first_line.
+recorded_primary() {
+  local v=""
+  if [ -n "${PRIMARY_FILE:-}" ] && [ -r "$PRIMARY_FILE" ]; then IFS= read -r v < "$PRIMARY_FILE" || true; fi
+  v=${v//[[:space:]]/}
+  printf '%s' "${v:-${PRIMARY:-}}"
+}
 is_member() { [[ -n "${1:-}" && -n "${POD_ADDR[$1]+x}" ]]; }
 # is_member_of X LIST...: X is one of LIST.  Pure.
 is_member_of() { local x=$1 y; shift; for y in "$@"; do [ "$x" = "$y" ] && return 0; done; return 1; }

@@ -37,12 +37,7 @@ JOIN_APPLY_WAIT=${JOIN_APPLY_WAIT:-60}  # seconds to apply a relay log first
 
 self=${POD_NAME:-}
 is_member "$self" || fail bad-env "POD_NAME '$self' is not in PODS"
-primary=""
-if [ -n "${PRIMARY_FILE:-}" ] && [ -r "$PRIMARY_FILE" ]; then
-  IFS= read -r primary < "$PRIMARY_FILE" || true
-  primary=${primary//[[:space:]]/}
-fi
-[ -n "$primary" ] || primary=${PRIMARY:-}
+primary=$(recorded_primary)
 r_str pod "$self"
 r_str primary "$primary"
 # consistent() clears the rebuild marker: this server is fine where it stands.

@@ -35,11 +35,7 @@ PRESTOP_INTERVAL=${PRESTOP_INTERVAL:-1}
 
 self=${POD_NAME:-}
 is_member "$self" || fail bad-env "POD_NAME '$self' is not in PODS"
-recorded=""
-if [ -n "${PRIMARY_FILE:-}" ] && [ -r "$PRIMARY_FILE" ]; then
-  IFS= read -r recorded < "$PRIMARY_FILE" || true
-  recorded=${recorded//[[:space:]]/}
-fi
+recorded=$(recorded_primary)
 r_str pod "$self"
 r_str primary "$recorded"
 stop() { r_raw waited "$SECONDS"; r_str message "$2"; log "$2"; finish "$1" 0; }

@@ -53,12 +53,7 @@ SEED_RESTART_WAIT=${SEED_RESTART_WAIT:-600}  # MySQL: seconds for the restart af
 
 self=${POD_NAME:-}
 is_member "$self" || fail bad-env "POD_NAME '$self' is not in PODS"
-primary=""
-if [ -n "${PRIMARY_FILE:-}" ] && [ -r "$PRIMARY_FILE" ]; then
-  IFS= read -r primary < "$PRIMARY_FILE" || true
-  primary=${primary//[[:space:]]/}
-fi
-[ -n "$primary" ] || primary=${PRIMARY:-}
+primary=$(recorded_primary)
 r_str pod "$self"
 is_member "$primary" || fail bad-env "primary '$primary' is not in PODS"
 [ "$primary" != "$self" ] || fail bad-env "$self is the primary; a primary is never seeded"

@@ -69,13 +69,18 @@ impl From<Refusal> for Problem {
 /// into every sync.
 #[must_use]
 pub fn opted_in_secrets(namespace: &str) -> RelatedResourceRule {
+    secrets_labelled(namespace, BACKUP_CREDENTIALS_LABEL)
+}
+
+/// The customize rule for the namespace's Secrets that carry `label: "true"`: the
+/// one shape of every opt-in (backup stores here, user passwords in `users.rs`).
+#[must_use]
+pub fn secrets_labelled(namespace: &str, label: &str) -> RelatedResourceRule {
     RelatedResourceRule {
         api_version: "v1".to_owned(),
         resource: "secrets".to_owned(),
         namespace: Some(namespace.to_owned()),
-        label_selector: Some(LabelSelector {
-            match_labels: BTreeMap::from([(BACKUP_CREDENTIALS_LABEL.to_owned(), "true".to_owned())]),
-        }),
+        label_selector: Some(LabelSelector { match_labels: BTreeMap::from([(label.to_owned(), "true".to_owned())]) }),
         names: Vec::new(),
     }
 }

@@ -35,7 +35,7 @@ use crate::{
         meta, pod,
     },
     credentials, jobs, labels,
-    metacontroller::{ByKey, LabelSelector, RelatedResourceRule},
+    metacontroller::{ByKey, RelatedResourceRule},
     model::Cluster,
     names::short_hash,
     observed::{JobState, Observed},
@@ -78,15 +78,7 @@ pub fn declared(parent: &MySQL) -> Vec<UserSpec> {
 /// passwords into every sync (the hook sees no other Secret of the user's).
 #[must_use]
 pub fn opted_in_secrets(namespace: &str) -> RelatedResourceRule {
-    RelatedResourceRule {
-        api_version: "v1".to_owned(),
-        resource: "secrets".to_owned(),
-        namespace: Some(namespace.to_owned()),
-        label_selector: Some(LabelSelector {
-            match_labels: BTreeMap::from([(USER_CREDENTIALS_LABEL.to_owned(), "true".to_owned())]),
-        }),
-        names: Vec::new(),
-    }
+    crate::access::secrets_labelled(namespace, USER_CREDENTIALS_LABEL)
 }
 
 /// The users part of one sync's answer.
