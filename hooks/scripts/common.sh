@@ -1366,13 +1366,22 @@ binlog_number() {
 # began, read from FILE's header.
 # MySQL: the Previous_gtids event (mysqlbinlog prints "Previous-GTIDs" and the
 #   set on the following "# " lines).
-# MariaDB: the Gtid_list event ("Gtid list [d-s-n,...]"), the binlog state.
+# MariaDB: the Gtid_list event ("Gtid list [d-s-n,...]"), the binlog state:
+#   one GTID per domain and server id, so a cluster whose primary has moved
+#   has several, and mariadb-binlog folds them one per line ("Gtid list
+#   [0-2-781,", "# 0-1-1828,", "# 0-3-1830]").
 binlog_start_state() {
   local line out="" prev=0
   while IFS= read -r line; do
     case $FLAVOR in
       mariadb)
-        if [[ $line =~ Gtid\ list\ \[([^]]*)\] ]]; then printf '%s' "${BASH_REMATCH[1]}"; return 0; fi ;;
+        if (( prev )); then
+          [[ $line == '# '* ]] || return 1
+          out+=${line#\# }
+        elif [[ $line =~ Gtid\ list\ \[(.*)$ ]]; then
+          out=${BASH_REMATCH[1]} prev=1
+        fi
+        if (( prev )) && [[ $out == *']'* ]]; then out=${out%%]*}; printf '%s' "${out//[[:space:]]/}"; return 0; fi ;;
       mysql)
         if [[ $line == *Previous-GTIDs* ]]; then prev=1; continue; fi
         if (( prev )); then
@@ -1381,7 +1390,7 @@ binlog_start_state() {
         fi ;;
     esac
   done < <("$BINLOG" --stop-position=4096 "$1" 2>/dev/null)
-  (( prev )) && { printf '%s' "${out//[[:space:]]/}"; return 0; }
+  [ "$FLAVOR" = mysql ] && (( prev )) && { printf '%s' "${out//[[:space:]]/}"; return 0; }
   return 1
 }
 # gtid_within START POS: every transaction of the state START is inside the

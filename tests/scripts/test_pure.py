@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -342,6 +344,26 @@ def test_mysql_reset_statement_follows_the_version(version, stmt):
 def test_gtid_within(flavor, start, pos, within):
     """A binary log that began at START continues a dump at POS."""
     assert ok(flavor, f"gtid_within '{start}' '{pos}'") is within
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.skipif(shutil.which("mariadb-binlog") is None, reason="needs mariadb-binlog (the MariaDB client)")
+def test_binlog_start_state_reads_a_gtid_list_folded_over_lines(tmp_path):
+    """The first 371 bytes of a binary log that a real pod's backup.sh copied,
+    after the role had moved between three servers (the real-server loop's
+    scenario 7): its Gtid_list names one GTID per server id, and mariadb-binlog
+    folds them over three lines. Read as one line, it was 'no GTID header'
+    and every point-in-time restore after a switchover refused to run."""
+    f = DATA / "three-servers" / "binlog.000004"
+    assert out("mariadb", f"binlog_start_state '{f}'") == "0-2-781,0-1-1828,0-3-1830"
+    # ...and a dump taken at 0-1-1830 (the newest of domain 0) is continued by it.
+    assert ok("mariadb", "gtid_within '0-2-781,0-1-1828,0-3-1830' '0-3-1830'")
+    # A file that is not a binary log has no header.
+    junk = tmp_path / "binlog.000009"
+    junk.write_bytes(b"\xfebin" + b"x" * 300)
+    assert sh("mariadb", f"binlog_start_state '{junk}'").returncode != 0
 
 
 def test_binlog_number():
