@@ -764,6 +764,103 @@ def upgrade(loop: Loop) -> None:
     loop.facts["ips"] = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
 
 
+def kcm(loop: Loop) -> subprocess.Popen:
+    return next(proc for name, proc in loop.k8s.procs if name == "kube-controller-manager")
+
+
+def statefulset_spec(loop: Loop) -> dict:
+    return loop.k8s.get("apps/v1", "StatefulSet", NAME, NAMESPACE)["spec"]
+
+
+def partition_of(spec: dict) -> int | None:
+    return ((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition")
+
+
+def edit_mid_rollout(loop: Loop) -> None:
+    """Issue 20.2: a spec edit in the middle of a partition walk restarts the walk from
+    "hold every pod" (partition = replicas), so the StatefulSet controller never
+    replaces a pod, the primary included, outside the hook's order. The walk is
+    caught in the middle by stopping kube-controller-manager (SIGSTOP) as soon as the
+    hook lowers the partition; the edit is made while it is stopped."""
+    proc = kcm(loop)
+    names = [f"{NAME}-{i}" for i in range(REPLICAS)]
+    caught: dict[str, Any] = {}
+    t0 = time.monotonic()
+    for attempt, value in enumerate(("201", "202", "203"), 1):
+        loop.wait("no rollout in progress", lambda: partition_of(statefulset_spec(loop)) == REPLICAS
+                  and condition(loop.mysql(), "Progressing").get("reason") == "UpToDate", timeout=120,
+                  detail=lambda: f"partition {partition_of(statefulset_spec(loop))}; {short_status(loop.mysql())}")
+        loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                         {"spec": {"config": {"max_connections": value}}},
+                         content_type="application/merge-patch+json")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            spec = statefulset_spec(loop)
+            if (partition_of(spec) or REPLICAS) < REPLICAS:
+                proc.send_signal(signal.SIGSTOP)
+                break
+            time.sleep(0.05)
+        else:
+            raise StepFailed(f"max_connections={value}: the walk never lowered the partition "
+                             f"({short_status(loop.mysql())})")
+        try:
+            spec = statefulset_spec(loop)
+            if (partition_of(spec) or REPLICAS) >= REPLICAS:
+                say(f"attempt {attempt}: the walk for max_connections={value} had ended before "
+                    "kube-controller-manager stopped; again")
+                continue
+            caught = {"value": value, "partition": partition_of(spec), "template": json.dumps(spec["template"])}
+            say(f"walk for max_connections={value} stopped at partition {caught['partition']} "
+                f"(kube-controller-manager SIGSTOPped); {short_status(loop.mysql())}")
+            t_edit = time.monotonic()
+            loop.k8s.request("PATCH", f"/apis/{API}/namespaces/{NAMESPACE}/mysqls/{NAME}",
+                             {"spec": {"config": {"max_connections": "299"}}},
+                             content_type="application/merge-patch+json")
+            say("edited mid-walk: max_connections=299")
+            spec = loop.wait("the hook's StatefulSet with the edited template",
+                             lambda: (sp := statefulset_spec(loop)) and json.dumps(sp["template"]) != caught["template"]
+                             and sp, timeout=60, detail=lambda: f"partition {partition_of(statefulset_spec(loop))}")
+            part = partition_of(spec)
+            say(f"{time.monotonic() - t_edit:.1f}s after the edit the StatefulSet has the new template with "
+                f"partition {part} (the walk was at {caught['partition']})")
+            if part != REPLICAS:
+                raise StepFailed(f"a template change in the middle of a walk (partition {caught['partition']}) was "
+                                 f"emitted with partition {part}, not {REPLICAS} (hold every pod): the StatefulSet "
+                                 f"controller would replace pods outside the hook's order")
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        break
+    else:
+        raise StepFailed("three walks ended before kube-controller-manager could be stopped in the middle")
+
+    def done() -> bool:
+        m = loop.mysql() or {}
+        sts = loop.k8s.get("apps/v1", "StatefulSet", NAME, NAMESPACE)
+        rev = (sts.get("status") or {}).get("updateRevision")
+        pods = [loop.k8s.get_or_none("v1", "Pod", n, NAMESPACE) for n in names]
+        return (condition(m, "Progressing").get("reason") == "UpToDate" and partition_of(sts["spec"]) == REPLICAS
+                and all(pod_ready(p) and (p or {})["metadata"]["labels"].get("controller-revision-hash") == rev
+                        for p in pods))
+    loop.wait("the restarted walk to complete", done, timeout=180, detail=lambda: short_status(loop.mysql()))
+    # No pod was replaced while the status named it the primary.
+    events = loop.watchers["pods"].since(t0)
+    history = [(t, (o.get("status") or {}).get("primary")) for t, _, o in loop.watchers["mysqls"].since(0)]
+    order, bad = [], []
+    for t, typ, o in events:
+        n = o["metadata"]["name"]
+        if n in names and typ == "DELETED":
+            primary = next((p for t2, p in reversed(history) if t2 <= t), None)
+            order.append(f"{t - t0:5.1f}s {n}{' (primary)' if primary == n else ''}")
+            if primary == n:
+                bad.append(n)
+    say("pods replaced, in order: " + ", ".join(order))
+    loop.notes.append("edit mid-walk: replaced " + ", ".join(order))
+    if bad:
+        raise StepFailed(f"{bad} replaced while status.primary named it: {order}")
+    loop.timings.append(("edit mid-walk -> restarted walk complete", time.monotonic() - t0))
+    loop.facts["ips"] = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
+
+
 def failover(loop: Loop) -> None:
     """The primary turns not Ready: after the grace period a db-failover-* Job promotes a replica."""
     old = ((loop.mysql() or {}).get("status") or {}).get("primary")
@@ -1494,6 +1591,7 @@ SCENARIOS: list[Callable[[Loop], None]] = [
     chaos_stray_child,
     mysqlbackup_succeeds,
     upgrade,
+    edit_mid_rollout,
     failover,
     delete_with_final_backup,
     retain_after_delete_keeps_volumes,
