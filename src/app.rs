@@ -491,7 +491,10 @@ pub fn answer_hook(hook: &str, body: &[u8], ctx: &Context) -> Answer {
             body,
             ctx,
             |r: &hooks::metacontroller::SyncRequest, ctx| hooks::sync(r, ctx),
-            |r, response| Report::of(r, &response.status, false),
+            |r, response| {
+                crate::role_trace::sync(r, response);
+                Report::of(r, &response.status, false)
+            },
         ),
     }
 }

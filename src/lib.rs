@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod plan;
 pub mod process_metrics;
 pub mod request_span;
+pub mod role_trace;
 pub mod tls;
 
 /// The image this very build is published as. Server and Job pods install the

@@ -1477,6 +1477,9 @@ def run_all(args: argparse.Namespace) -> int:
             "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
             "persistentvolume-protection-controller"))
         with realnode.RealNode(k8s, bin_dir, node_images, volumes=24) as node:
+            # One line per sync on roles (src/role_trace.rs): a role change recorded late is
+            # explained by the syncs around it (kept with MYSQL_HOOK_K8S_LOGS).
+            os.environ.setdefault("RUST_LOG", "info,mysql_hook::role_trace=debug")
             hook_url = components.start_hook(k8s, hook_bin, procs_ok, ["--scripts-image", hook_img.ref])
             components.install_crds(k8s, mc)
             components.start_metacontroller(k8s, mc, hook_url, procs_ok)

@@ -1,0 +1,94 @@
+//! One debug line per sync about roles: what the hook was shown and what it answered.
+//!
+//! A role change that reaches the status late (a switchover Job that finished in a
+//! second, a primary the status names a minute later) is explained only by the
+//! sequence of syncs around it: which parent and Jobs Metacontroller sent, and which
+//! primary, operation and Jobs the hook answered. The core is pure and logs nothing;
+//! this shell-side line carries those facts, names only (no spec, no secret).
+//!
+//! Off by default; `RUST_LOG=info,mysql_hook::role_trace=debug` turns it on (the
+//! real-server loop does, and keeps the log with `MYSQL_HOOK_K8S_LOGS`).
+
+use hooks::metacontroller::{Child, SyncRequest, SyncResponse};
+use k8s_openapi::api::batch::v1::Job;
+
+/// The purposes of the Jobs that decide who the primary is.
+const ROLE_JOBS: [&str; 3] = ["-bootstrap-", "-failover-", "-switchover-"];
+
+/// Logs the line, if debug is on for this module.
+pub fn sync(request: &SyncRequest, response: &SyncResponse) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let parent = &request.parent;
+    let seen = parent.status.as_ref();
+    let seen_jobs: Vec<String> = request.children.jobs.values().filter_map(job).collect();
+    let answered_jobs: Vec<String> = response
+        .children
+        .iter()
+        .filter_map(|c| match c {
+            // Emitted Jobs carry no status: their names are the answer.
+            Child::Job(j) => job(j).and_then(|line| line.split_once('=').map(|(name, _)| name.to_owned())),
+            _ => None,
+        })
+        .collect();
+    tracing::debug!(
+        namespace = parent.metadata.namespace.as_deref().unwrap_or_default(),
+        name = parent.metadata.name.as_deref().unwrap_or_default(),
+        resource_version = parent.metadata.resource_version.as_deref().unwrap_or_default(),
+        seen_primary = seen.and_then(|s| s.primary.as_deref()).unwrap_or("-"),
+        seen_operation = seen.and_then(|s| s.operation.as_ref()).map_or("-", |o| o.job.as_str()),
+        seen_jobs = seen_jobs.join(" "),
+        primary = response.status.primary.as_deref().unwrap_or("-"),
+        operation = response.status.operation.as_ref().map_or("-", |o| o.job.as_str()),
+        jobs = answered_jobs.join(" "),
+        resync_after = response.resync_after_seconds.unwrap_or(0),
+        "sync roles"
+    );
+}
+
+/// `name=state` of an observed role-change or bootstrap Job; `None` for any other Job.
+fn job(j: &Job) -> Option<String> {
+    let name = j.metadata.name.as_deref()?;
+    if !ROLE_JOBS.iter().any(|p| name.contains(p)) {
+        return None;
+    }
+    let s = j.status.as_ref();
+    let state = match (s.and_then(|s| s.succeeded), s.and_then(|s| s.failed), s.and_then(|s| s.active)) {
+        (Some(n), _, _) if n > 0 => "succeeded",
+        (_, _, Some(n)) if n > 0 => "active",
+        (_, Some(n), _) if n > 0 => "failed",
+        _ if s.is_none() => "new",
+        _ => "pending",
+    };
+    Some(format!("{name}={state}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::JobStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn job_named(name: &str, status: Option<JobStatus>) -> Job {
+        Job { metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() }, status, ..Job::default() }
+    }
+
+    fn counts(succeeded: i32, failed: i32, active: i32) -> Option<JobStatus> {
+        let n = |v: i32| (v > 0).then_some(v);
+        Some(JobStatus { succeeded: n(succeeded), failed: n(failed), active: n(active), ..JobStatus::default() })
+    }
+
+    #[test]
+    fn role_jobs_are_named_with_their_state_and_others_are_skipped() {
+        let line = |name: &str, status| job(&job_named(name, status));
+        assert_eq!(line("db-switchover-12", counts(1, 0, 0)).as_deref(), Some("db-switchover-12=succeeded"));
+        assert_eq!(line("db-failover-3", counts(0, 0, 1)).as_deref(), Some("db-failover-3=active"));
+        assert_eq!(line("db-failover-4", counts(0, 2, 0)).as_deref(), Some("db-failover-4=failed"));
+        assert_eq!(line("db-bootstrap-ab12c", counts(0, 0, 0)).as_deref(), Some("db-bootstrap-ab12c=pending"));
+        assert_eq!(line("db-failover-5", None).as_deref(), Some("db-failover-5=new"));
+        assert_eq!(line("db-inspect-0f96fe2d", counts(1, 0, 0)), None);
+        assert_eq!(line("db-users-be31dff5", None), None);
+    }
+}
