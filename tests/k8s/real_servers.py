@@ -1317,6 +1317,10 @@ OBSERVED_DEFECTS: dict[str, str] = {
            "PrimaryNotReady; about 35 s more without a writable primary); seen 4 times in 9 runs of this loop "
            "(a requested switchover, a rollout's, a scale-up's and a scale-down's), all before the merge of main's "
            "role memory rebuilt from Jobs (f4ec861); not seen in the 2 runs since",
+    "5": "delay: after a switchover the old primary stays not Ready until the kubelet refreshes its mounted "
+         "config ConfigMap (the `primary` key join.sh and probe.sh read; about a minute): seen 65 s once in 6 "
+         "rounds of --repeat (the switchover Job took 6 s, status.primary and the hook's answer moved at once, "
+         "writes went on; mysql-hook's role trace and db-1's agent log show it); scenario 5 then waits for 3 Ready",
     "1b": "defect: the failover grace period of a primary that has never been Ready starts at its pod's "
           "creation (Ready condition lastTransitionTime), so the bootstrapped primary, still in its 10 s "
           "startup probe, is failed over seconds after the bootstrap Job made it writable "
