@@ -13,8 +13,10 @@ else it is built by ``build-components.sh --full`` from its source tree
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -234,3 +236,45 @@ def start_metacontroller(k8s: Cluster, mc: Metacontroller, hook_url: str, procs_
     for cc in ccs:
         k8s.apply(cc)
     return ccs
+
+
+class Watch(threading.Thread):
+    """Streams the watch events of one collection to a callback (type, object):
+    the current items first (type LISTED), then a watch from their resourceVersion;
+    lists again after an ERROR event (e.g. 410 Gone) and reconnects after a dropped
+    stream. Both loops use it: full_loop.py records events, real_servers.py reacts."""
+
+    def __init__(self, k8s: Cluster, path: str, on_event: Callable[[str, dict], None]):
+        super().__init__(daemon=True, name=f"watch {path}")
+        self.k8s = k8s
+        self.path = path
+        self.on_event = on_event
+        self.stopped = threading.Event()
+        self.rv = ""
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                if not self.rv:
+                    lst = self.k8s.request("GET", self.path)
+                    self.rv = lst["metadata"]["resourceVersion"]
+                    for obj in lst.get("items", []):
+                        self.on_event("LISTED", obj)
+                url = (f"{self.k8s.server}{self.path}?watch=1&allowWatchBookmarks=false"
+                       f"&timeoutSeconds=30&resourceVersion={self.rv}")
+                req = urllib.request.Request(url)
+                req.add_header("Authorization", f"Bearer {self.k8s.token}")
+                with urllib.request.urlopen(req, timeout=60, context=self.k8s.ssl_ctx) as r:
+                    for line in r:
+                        if self.stopped.is_set():
+                            return
+                        ev = json.loads(line)
+                        if ev.get("type") == "ERROR":
+                            self.rv = ""
+                            break
+                        self.rv = ev["object"]["metadata"].get("resourceVersion", self.rv)
+                        self.on_event(ev["type"], ev["object"])
+            except Exception:  # noqa: BLE001 - reconnect; teardown ends us
+                if self.stopped.is_set():
+                    return
+                time.sleep(0.5)

@@ -293,48 +293,19 @@ KWOK_STAGES = KWOK_STAGES_TEMPLATE.replace(
 # ------------------------------------------------------------------ watching
 
 
-class Watcher(threading.Thread):
-    """Streams watch events of one collection into a list (type, object, time)."""
+class Watcher(components.Watch):
+    """Records the watch events of one collection: (time, type, object)."""
 
     def __init__(self, k8s: Cluster, path: str, label: str):
-        super().__init__(daemon=True, name=f"watch {label}")
-        self.k8s = k8s
-        self.path = path
+        super().__init__(k8s, path, self._record)
+        self.name = f"watch {label}"
         self.label = label
         self.events: list[tuple[float, str, dict]] = []
         self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.rv = ""
 
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                if not self.rv:
-                    lst = self.k8s.request("GET", self.path)
-                    self.rv = lst["metadata"]["resourceVersion"]
-                    with self.lock:
-                        for obj in lst.get("items", []):
-                            self.events.append((time.monotonic(), "LISTED", obj))
-                url = (f"{self.k8s.server}{self.path}?watch=1&allowWatchBookmarks=false"
-                       f"&timeoutSeconds=30&resourceVersion={self.rv}")
-                req = urllib.request.Request(url)
-                req.add_header("Authorization", f"Bearer {self.k8s.token}")
-                with urllib.request.urlopen(req, timeout=60, context=self.k8s.ssl_ctx) as r:
-                    for line in r:
-                        if self.stopped.is_set():
-                            return
-                        ev = json.loads(line)
-                        if ev.get("type") == "ERROR":
-                            self.rv = ""  # e.g. 410 Gone: list again
-                            break
-                        obj = ev["object"]
-                        self.rv = obj["metadata"].get("resourceVersion", self.rv)
-                        with self.lock:
-                            self.events.append((time.monotonic(), ev["type"], obj))
-            except Exception:  # noqa: BLE001 - reconnect; teardown ends us
-                if self.stopped.is_set():
-                    return
-                time.sleep(0.5)
+    def _record(self, typ: str, obj: dict) -> None:
+        with self.lock:
+            self.events.append((time.monotonic(), typ, obj))
 
     def since(self, t: float) -> list[tuple[float, str, dict]]:
         with self.lock:

@@ -48,7 +48,6 @@ import sys
 import threading
 import time
 import traceback
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -245,45 +244,6 @@ def pod_line(p: dict) -> str:
 # ------------------------------------------------------------------ recording
 
 
-class Watch(threading.Thread):
-    """Streams the watch events of one collection to a callback (type, object)."""
-
-    def __init__(self, k8s: Cluster, path: str, on_event: Callable[[str, dict], None]):
-        super().__init__(daemon=True, name=f"watch {path}")
-        self.k8s = k8s
-        self.path = path
-        self.on_event = on_event
-        self.stopped = threading.Event()
-        self.rv = ""
-
-    def run(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                if not self.rv:
-                    lst = self.k8s.request("GET", self.path)
-                    self.rv = lst["metadata"]["resourceVersion"]
-                    for obj in lst.get("items", []):
-                        self.on_event("LISTED", obj)
-                url = (f"{self.k8s.server}{self.path}?watch=1&allowWatchBookmarks=false"
-                       f"&timeoutSeconds=30&resourceVersion={self.rv}")
-                req = urllib.request.Request(url)
-                req.add_header("Authorization", f"Bearer {self.k8s.token}")
-                with urllib.request.urlopen(req, timeout=60, context=self.k8s.ssl_ctx) as r:
-                    for line in r:
-                        if self.stopped.is_set():
-                            return
-                        ev = json.loads(line)
-                        if ev.get("type") == "ERROR":
-                            self.rv = ""
-                            break
-                        self.rv = ev["object"]["metadata"].get("resourceVersion", self.rv)
-                        self.on_event(ev["type"], ev["object"])
-            except Exception:  # noqa: BLE001 - reconnect; teardown ends us
-                if self.stopped.is_set():
-                    return
-                time.sleep(0.5)
-
-
 @dataclass
 class Ended:
     """A container that ended, as its pod's status said."""
@@ -308,8 +268,8 @@ class Recorder:
         self.ended: dict[tuple, Ended] = {}
         self.primaries: dict[str, list[tuple[float, str | None, str | None]]] = {}
         self.deleting: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, namespace, name)
-        self.watches = [Watch(k8s, "/api/v1/pods", self._pod),
-                        Watch(k8s, f"/apis/{API}/mysqls", self._mysql)]
+        self.watches = [components.Watch(k8s, "/api/v1/pods", self._pod),
+                        components.Watch(k8s, f"/apis/{API}/mysqls", self._mysql)]
 
     def start(self) -> None:
         for w in self.watches:
