@@ -11,6 +11,11 @@
 # this repository's CI (Debian ships no MySQL 8 server); the MariaDB branch is
 # exercised by tests/scripts against real mariadbd servers.
 #
+# TLS (opt-in): TLS_MODE (environment) or TLS_MODE_FILE (its first line; wins
+# when readable) = `verify` makes every client connection over TCP and every
+# replication channel use TLS and verify the server's certificate against the
+# CA bundle TLS_CA [/etc/mysql/tls/ca.crt]; empty = off.  See "TLS" below.
+#
 # Tools needed: bash, coreutils (timeout, date, sha256sum, stat, mktemp, head,
 # sort, sleep, cat, mv, rm, mkdir) and the client programs of the flavor.  No
 # sed/awk/grep/python/jq: parsing is done with bash builtins.
@@ -190,19 +195,65 @@ load_secret() {
 load_secret MYSQL_ROOT_PASSWORD
 load_secret REPLICATION_PASSWORD
 
+# ---------------------------------------------------------------- TLS
+# Opt-in TLS with server verification for every TCP connection the scripts
+# make (client tools through the option file below) and for replication
+# (sql_make_replica).  Connections over the local socket need none.
+#   TLS_MODE       `verify` = on; empty or unset = off; anything else: bad-env.
+#                  Jobs get it in their environment.
+#   TLS_MODE_FILE  server pods: a file (a ConfigMap key, which changes without
+#                  a restart) whose first line, without whitespace, is the
+#                  mode; when set and readable it wins over TLS_MODE.
+#   TLS_CA         the CA bundle the servers' certificates are checked against
+#                  [/etc/mysql/tls/ca.crt]; the same path exists in every
+#                  server's own filesystem (MASTER_SSL_CA / SOURCE_SSL_CA).
+# The mode is read once per run: a channel made under the other mode is made
+# again by whoever finds it (replicating_from says it does not match).
+TLS_CA=${TLS_CA:-/etc/mysql/tls/ca.crt}
+# tls_mode: the mode as configured (file first, then environment).
+tls_mode() {
+  local v=${TLS_MODE:-}
+  if [ -n "${TLS_MODE_FILE:-}" ] && [ -r "$TLS_MODE_FILE" ]; then
+    v=""; IFS= read -r v < "$TLS_MODE_FILE" || true
+  fi
+  printf '%s' "${v//[[:space:]]/}"
+}
+TLS_VERIFY=0
+case $(tls_mode) in
+  verify) TLS_VERIFY=1 ;;
+  "") ;;
+  *) fail bad-env "TLS mode '$(tls_mode)' (TLS_MODE or TLS_MODE_FILE) must be 'verify' or empty" ;;
+esac
+if (( TLS_VERIFY )) && ! [ -r "$TLS_CA" ]; then
+  fail bad-env "TLS_CA $TLS_CA is not readable (TLS mode verify needs the CA bundle)"
+fi
+
 # Credentials go into a private option file, never onto the command line.
 CNF=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX")
 chmod 600 "$CNF"
+# cnf_value VALUE: an option-file value in double quotes (backslash and double
+# quote escaped).  Pure.
+cnf_value() { local v=$1; v=${v//\\/\\\\}; v=${v//\"/\\\"}; printf '"%s"' "$v"; }
 write_cnf() {  # write_cnf USER PASSWORD
-  local pw=$2
-  # option-file value in double quotes: escape backslash and double quote
-  pw=${pw//\\/\\\\}; pw=${pw//\"/\\\"}
   {
-    printf '[client]\nuser=%s\npassword="%s"\n' "$1" "$pw"
+    printf '[client]\nuser=%s\npassword=%s\n' "$1" "$(cnf_value "$2")"
     # MySQL 8.4 default auth is caching_sha2_password; over a non-TLS connection
     # the client must be allowed to fetch the server's RSA key
     # (RM 6.5.1 mysql client options, --get-server-public-key).
     if [ "$FLAVOR" = mysql ]; then printf 'get-server-public-key=1\n'; fi
+    # TLS mode verify: every client tool (client, dump, binlog) reads this
+    # group, so none connects without TLS nor to a server whose certificate
+    # TLS_CA did not sign or that does not name the host connected to.
+    # MySQL: --ssl-mode=VERIFY_IDENTITY, --ssl-ca (RM page
+    #   connection-options.html, "Command Options for Encrypted Connections").
+    # MariaDB: --ssl-ca (implies --ssl), --ssl-verify-server-cert (MariaDB KB:
+    #   mariadb client options; Secure Connections Overview).
+    if (( TLS_VERIFY )); then
+      case $FLAVOR in
+        mysql)   printf 'ssl-mode=VERIFY_IDENTITY\nssl-ca=%s\n' "$(cnf_value "$TLS_CA")" ;;
+        mariadb) printf 'ssl-ca=%s\nssl-verify-server-cert\n' "$(cnf_value "$TLS_CA")" ;;
+      esac
+    fi
   } > "$CNF"
 }
 write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
@@ -221,7 +272,26 @@ sql() {
     --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
     --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B
 }
-reachable() { SQL_TIMEOUT=$((CONNECT_TIMEOUT + 5)) sql "$1" "SELECT 1" >/dev/null 2>&1; }
+reachable() {
+  local e
+  e=$(SQL_TIMEOUT=$((CONNECT_TIMEOUT + 5)) sql "$1" "SELECT 1" 2>&1 >/dev/null) && return 0
+  tls_refused_log "$1" "$e"
+  return 1
+}
+# tls_refused_log POD ERROR: in TLS mode verify, a connection refused over TLS
+# (a certificate TLS_CA did not sign, or that does not name the host) looks
+# like any unreachable server in the result line; say why in the log, once
+# per POD and run.
+declare -A TLS_REFUSED_LOGGED=()
+tls_refused_log() {
+  (( TLS_VERIFY )) && [ -z "${TLS_REFUSED_LOGGED[$1]+x}" ] || return 0
+  case $2 in
+    *SSL*|*TLS*|*[Cc]ertificate*)
+      TLS_REFUSED_LOGGED[$1]=1
+      log "$1: no verified TLS connection (TLS mode verify, CA $TLS_CA): ${2##*$'\n'}" ;;
+  esac
+  return 0
+}
 # wait_reachable POD SECONDS
 wait_reachable() {
   local end=$((SECONDS + $2))
@@ -864,7 +934,9 @@ gtid_union() {
 # sql_replica_status POD: sets RS_CONFIGURED (0/1), RS_HOST, RS_PORT, RS_IO
 # (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR,
 # RS_IO_ERRNO / RS_SQL_ERRNO (0: none), RS_RELAY_FILE / RS_RELAY_POS (the
-# applier's position in the relay log), RS_USING_GTID (MariaDB Using_Gtid).
+# applier's position in the relay log), RS_USING_GTID (MariaDB Using_Gtid),
+# RS_SSL / RS_SSL_VERIFY (Yes/No: the channel uses TLS / verifies the source's
+# certificate; MySQL may say Ignored), RS_SSL_CA (its CA file).
 # MySQL: SHOW REPLICA STATUS (RM 15.7.7.35), Source_*/Replica_* field names.
 # MariaDB: SHOW SLAVE STATUS, Master_*/Slave_* field names.
 sql_replica_status() {
@@ -875,6 +947,7 @@ sql_replica_status() {
   esac
   RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_IO_GTID="" RS_ERR=""
   RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID="" RS_IO_ERRNO=0 RS_SQL_ERRNO=0
+  RS_SSL="" RS_SSL_VERIFY="" RS_SSL_CA=""
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*([A-Za-z_]+):[[:space:]]?(.*)$ ]] || continue
     k=${BASH_REMATCH[1]} v=${BASH_REMATCH[2]}
@@ -888,6 +961,9 @@ sql_replica_status() {
       Relay_Log_File) RS_RELAY_FILE=$v ;;
       Relay_Log_Pos) RS_RELAY_POS=$v ;;
       Using_Gtid) RS_USING_GTID=$v ;;
+      Source_SSL_Allowed|Master_SSL_Allowed) RS_SSL=$v ;;
+      Source_SSL_Verify_Server_Cert|Master_SSL_Verify_Server_Cert) RS_SSL_VERIFY=$v ;;
+      Source_SSL_CA_File|Master_SSL_CA_File) RS_SSL_CA=$v ;;
       Last_IO_Error|Last_SQL_Error) [ -n "$v" ] && RS_ERR+="${RS_ERR:+; }$v" ;;
       Last_IO_Errno) RS_IO_ERRNO=${v:-0} ;;
       Last_SQL_Errno) RS_SQL_ERRNO=${v:-0} ;;
@@ -895,12 +971,46 @@ sql_replica_status() {
   done <<< "$out"
   return 0
 }
-# replicating_from POD SRC: POD is configured to replicate from SRC and both
-# threads run.
-replicating_from() {
+# replicating_from POD SRC: POD is configured to replicate from SRC, both
+# threads run, and the channel's TLS is what the TLS mode asks for (a channel
+# made before the mode changed is not "replicating": callers make it again).
+replicating_from() { streaming_from "$1" "$2" && replica_tls_ok "$1"; }
+# streaming_from POD SRC: POD is configured to replicate from SRC and both
+# threads run, whatever the channel's TLS (for callers to which it does not
+# matter: switchover.sh's target stops replicating when it is promoted).
+streaming_from() {
   sql_replica_status "$1"
   [ "$RS_CONFIGURED" = 1 ] && [ "$RS_HOST" = "$(pod_host "$2")" ] &&
     [ "$RS_PORT" = "$(pod_port "$2")" ] && [ "$RS_IO" = Yes ] && [ "$RS_SQL" = Yes ]
+}
+# replica_tls_ok POD: the channel read by sql_replica_status (RS_SSL,
+# RS_SSL_VERIFY, RS_SSL_CA) matches the TLS mode: verify -> TLS on, the
+# source's certificate verified against TLS_CA; off -> not the channel verify
+# made (its CA is not TLS_CA).  Off does not demand TLS off: a channel keeps
+# what the server's defaults gave it (MariaDB 11.3+ makes new channels TLS
+# by default); only one made in verify mode, which would fail against
+# servers that no longer serve the certificate, is made again.  A mismatch
+# is logged once per POD and run (callers poll).
+declare -A TLS_MISMATCH_LOGGED=()
+replica_tls_ok() {
+  if (( TLS_VERIFY )); then
+    [ "$RS_SSL" = Yes ] && [ "$RS_SSL_VERIFY" = Yes ] && [ "$RS_SSL_CA" = "$TLS_CA" ] && return 0
+  else
+    [ "$RS_SSL_CA" != "$TLS_CA" ] && return 0
+  fi
+  if [ -z "${TLS_MISMATCH_LOGGED[$1]+x}" ]; then
+    TLS_MISMATCH_LOGGED[$1]=1
+    local want="off (no TLS)"
+    (( TLS_VERIFY )) && want="verify (TLS, certificate checked against $TLS_CA)"
+    log "$1 replicates from $RS_HOST:$RS_PORT $(tls_words) but the TLS mode is $want: its replication has to be set up again"
+  fi
+  return 1
+}
+# tls_words: the channel read by sql_replica_status, in plain words.
+tls_words() {
+  if [ "$RS_SSL" != Yes ]; then printf 'without TLS'
+  elif [ "$RS_SSL_VERIFY" != Yes ]; then printf 'over TLS without checking the certificate'
+  else printf 'over TLS, certificate checked against %s' "${RS_SSL_CA:-the default CAs}"; fi
 }
 
 # Stop receiving (the applier keeps applying what was already received).
@@ -943,6 +1053,7 @@ sql_reset_replica_all() {
 #   primary, already checked not to be errant) are not fetched again;
 #   CHANGE MASTER TO ... MASTER_USE_GTID=slave_pos; rpl_semi_sync_slave_enabled=ON;
 #   START SLAVE.
+# TLS: the channel's TLS options as the mode says (repl_tls_sql).
 sql_make_replica() {
   local pod=$1 src=$2 h p pw
   h=$(sql_quote "$(pod_host "$src")"); p=$(pod_port "$src")
@@ -954,13 +1065,16 @@ sql_make_replica() {
   sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" || { log "$pod: cannot be made read-only"; return 1; }
   [ "$(sql_is_fenced "$pod")" = 1 ] || { log "$pod: still writable"; return 1; }
   sql_disable_semisync_source "$pod" || return 1
+  # the channel's CA now (in a subshell: the caller's RS_* stay as they are)
+  local cur_ca
+  cur_ca=$(sql_replica_status "$pod"; printf '%s' "$RS_SSL_CA")
   case $FLAVOR in
     mysql)
       sql "$pod" "STOP REPLICA;
         CHANGE REPLICATION SOURCE TO SOURCE_HOST=$h, SOURCE_PORT=$p,
           SOURCE_USER='$REPL_USER', SOURCE_PASSWORD=$pw,
           SOURCE_AUTO_POSITION=1, GET_SOURCE_PUBLIC_KEY=1,
-          SOURCE_CONNECT_RETRY=5, SOURCE_RETRY_COUNT=86400;
+          SOURCE_CONNECT_RETRY=5, SOURCE_RETRY_COUNT=86400$(repl_tls_sql "$cur_ca");
         SET GLOBAL rpl_semi_sync_replica_enabled=ON;
         START REPLICA" || return 1 ;;
     mariadb)
@@ -974,10 +1088,28 @@ sql_make_replica() {
       fi
       sql "$pod" "CHANGE MASTER TO MASTER_HOST=$h, MASTER_PORT=$p,
           MASTER_USER='$REPL_USER', MASTER_PASSWORD=$pw,
-          MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=5;
+          MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=5$(repl_tls_sql "$cur_ca");
         SET GLOBAL rpl_semi_sync_slave_enabled=ON;
         START SLAVE" || return 1 ;;
   esac
+}
+
+# repl_tls_sql CURRENT_CA: the channel's TLS options for CHANGE MASTER TO /
+# CHANGE REPLICATION SOURCE TO, each after ", ", as the TLS mode says.
+# Verify: TLS on, the source's certificate checked against TLS_CA.  Off:
+# nothing (the server's defaults), except for a channel verify made (its CA,
+# CURRENT_CA, is TLS_CA): the statement keeps every option it is not given,
+# so that one is turned off explicitly.  Pure.
+# MySQL: SOURCE_SSL, SOURCE_SSL_CA, SOURCE_SSL_VERIFY_SERVER_CERT (RM 15.4.2.2;
+#   with the CA the source's certificate and host name are verified).
+# MariaDB: MASTER_SSL, MASTER_SSL_CA, MASTER_SSL_VERIFY_SERVER_CERT (MariaDB KB:
+#   CHANGE MASTER TO; the certificate must name MASTER_HOST).
+repl_tls_sql() {
+  local on=0 ca="''" pre=MASTER
+  [ "$FLAVOR" = mysql ] && pre=SOURCE
+  if (( TLS_VERIFY )); then on=1 ca=$(sql_quote "$TLS_CA")
+  elif [ "${1:-}" != "$TLS_CA" ]; then return 0; fi
+  printf ', %s_SSL=%s, %s_SSL_CA=%s, %s_SSL_VERIFY_SERVER_CERT=%s' "$pre" "$on" "$pre" "$ca" "$pre" "$on"
 }
 
 # repoint_member POD NEW: after NEW was promoted, make POD its replica unless
@@ -985,10 +1117,19 @@ sql_make_replica() {
 # be rebuilt).  Sets REPOINT_RESULT (replica | rebuild) and returns 0, or
 # returns 1 with REPOINT_ERR set.  Never exits the script: repointing is best
 # effort, the agents (join.sh every AGENT_INTERVAL s) finish what fails here.
+REPOINT_APPLY_WAIT=${REPOINT_APPLY_WAIT:-30}  # seconds for a member to apply its relay log first
 repoint_member() {
   local p=$1 new=$2 e nexec
   REPOINT_RESULT="" REPOINT_ERR=""
   if replicating_from "$p" "$new"; then REPOINT_RESULT=replica; return 0; fi
+  # already NEW's replica over a channel of the other TLS mode: made again
+  # below, and CHANGE MASTER deletes the relay log; apply what it received
+  # (possibly acknowledged to clients) first, as join.sh does
+  if streaming_from "$p" "$new"; then
+    sql_stop_io_thread "$p"
+    sql_drain_relay_log "$p" "$REPOINT_APPLY_WAIT" ||
+      { REPOINT_ERR="$p: did not apply its relay log within ${REPOINT_APPLY_WAIT}s"; return 1; }
+  fi
   # the member first, then the primary: the primary's set only grows
   e=$(sql_gtid_executed "$p" 2>&1) || { REPOINT_ERR="$p: ${e##*$'\n'}"; return 1; }
   nexec=$(sql_gtid_executed "$new" 2>&1) || { REPOINT_ERR="$new: ${nexec##*$'\n'}"; return 1; }

@@ -6,7 +6,9 @@
 #     failover and switchover change who is writable),
 #   - the primary answers, is writable and is not a replica itself (a stale
 #     file naming a fenced old primary is never followed),
-#   - it is not already replicating from it,
+#   - it is not already replicating from it with the TLS the mode asks for
+#     (TLS_MODE_FILE, else TLS_MODE: a channel made before the mode changed
+#     is made again, with TLS and verification or without; common.sh),
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
 #     it reports rebuild-needed and does nothing -- unless rebuilding is opted
 #     in (REBUILD_ERRANT_FILE says `true`) and the server cannot be the most
@@ -118,9 +120,11 @@ fi
 # first applies what it already received: repointing it (CHANGE MASTER) would
 # delete its relay log, and those transactions may have been acknowledged to
 # clients.  Applying them first also means that transactions the primary
-# lacks are found (rebuild-needed), never silently discarded.
+# lacks are found (rebuild-needed), never silently discarded.  The same for a
+# replica that streams from the primary over a channel of the other TLS mode
+# (replicating_from said no above): its channel is made again below.
 sql_replica_status "$self"
-if [ "$RS_CONFIGURED" = 1 ] && [ "$RS_IO" != Yes ]; then
+if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_IO" != Yes ] || streaming_from "$self" "$primary"; }; then
   sql_stop_io_thread "$self"   # (Connecting to a source that is gone)
   sql_drain_relay_log "$self" "$JOIN_APPLY_WAIT" ||
     waiting applying-relay-log "$self is applying its relay log before it is repointed; not done within ${JOIN_APPLY_WAIT}s"

@@ -45,7 +45,10 @@ if [ "$(sql_is_read_only "$target")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then
   promoted "$target"
 else
   reachable "$old" || fail primary-unreachable "$old does not answer; use failover"
-  replicating_from "$target" "$old" ||
+  # streaming, not replicating_from: TARGET's channel is reset when it is
+  # promoted, so its TLS (a TLS mode change its agent has not applied yet)
+  # is no reason to refuse
+  streaming_from "$target" "$old" ||
     fail target-not-replicating "$target does not replicate from $old (${RS_IO:-?}/${RS_SQL:-?} ${RS_ERR})"
   texec=$(sql_gtid_executed "$target"); oexec=$(sql_gtid_executed "$old")
   gtid_subset "$texec" "$oexec" "$old" ||

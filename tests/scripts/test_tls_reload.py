@@ -1,0 +1,80 @@
+"""tls-reload.sh and the agent round that runs it (spec.tls): a renewed
+certificate is loaded by the running server, without a restart and without a
+binary-log event; a broken one is refused and the server keeps serving the one
+it had.  Real MariaDB server; throwaway CAs made with openssl (test_tls.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from dbcluster import SCRIPTS, Cluster
+from test_tls import _make_ca
+
+
+def verified(s, ca: Path) -> bool:
+    """A client connection that verifies the server's certificate against CA works."""
+    r = subprocess.run(s.client_args() + [f"--ssl-ca={ca}", "--ssl-verify-server-cert", "-e",
+                                          "SHOW SESSION STATUS LIKE 'Ssl_cipher'"],
+                       capture_output=True, text=True, timeout=30)
+    return r.returncode == 0 and len(r.stdout.split()) == 2
+
+
+def install(live: Path, c: dict[str, Path]) -> None:
+    """What the kubelet does when the Secret changes: new files in place."""
+    for src, dst in ((c["ca"], "ca.crt"), (c["cert"], "tls.crt"), (c["key"], "tls.key")):
+        shutil.copyfile(src, live / dst)
+
+
+def run(world, s, script: str, **env) -> subprocess.CompletedProcess:
+    full = {**world.argv_env(script), "HOME": str(world.root), "TMPDIR": str(world.root), "FLAVOR": "mariadb",
+            "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+            "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
+            "SERVER_SOCKET": str(s.sock)}
+    full.update({k: str(v) for k, v in env.items()})
+    return subprocess.run(["bash", str(SCRIPTS / script)], env=full, capture_output=True, text=True, timeout=120)
+
+
+def test_a_renewed_certificate_is_loaded_without_a_restart(world, request):
+    base = world.root / "tls-reload" / request.node.name
+    first, renewed = _make_ca(base / "first", "first"), _make_ca(base / "renewed", "renewed")
+    live = base / "live"
+    live.mkdir()
+    install(live, first)
+    c = Cluster(world, request.node.name, n=1,
+                extra_cnf=f"ssl_ca = {live}/ca.crt\nssl_cert = {live}/tls.crt\nssl_key = {live}/tls.key\n")
+    try:
+        s = c["db-0"]
+        pid = s.proc.pid
+        assert verified(s, first["ca"]) and not verified(s, renewed["ca"])
+        gtid = s.value("SELECT @@global.gtid_binlog_pos")
+
+        # The files change; the server still presents what it read at start.
+        install(live, renewed)
+        assert not verified(s, renewed["ca"]), "the server loaded the new files by itself"
+
+        # The agent's round: join.sh (no primary recorded: it waits), then, the
+        # TLS files never loaded by this agent, tls-reload.sh once; the second
+        # round sees the same files and does not reload again.
+        mode = base / "tls-mode"
+        mode.write_text("verify\n")
+        a = run(world, s, "agent.sh", AGENT_ITERATIONS=2, AGENT_INTERVAL=0, TLS_MODE_FILE=mode,
+                TLS_CA=live / "ca.crt", PODS=c.pods, POD_NAME="db-0", PRIMARY_FILE=base / "no-primary",
+                TERMINATION_LOG="/dev/null")
+        reloads = [ln for ln in a.stdout.splitlines() if "tls-reload" in ln or '"reloaded"' in ln]
+        assert reloads == ['{"result":"reloaded"}'], f"{a.stdout}\n{a.stderr[-2000:]}"
+        assert verified(s, renewed["ca"]) and not verified(s, first["ca"])
+        assert s.proc.pid == pid and s.running, "the server was restarted"
+        # FLUSH LOCAL SSL: nothing in the binary log (on a replica it would be errant).
+        assert s.value("SELECT @@global.gtid_binlog_pos") == gtid
+
+        # A broken renewal: refused, the server keeps the certificate it serves.
+        (live / "tls.crt").write_text("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n")
+        r = run(world, s, "tls-reload.sh")
+        assert r.returncode == 1 and json.loads(r.stdout.splitlines()[-1])["reason"] == "reload-failed", r
+        assert verified(s, renewed["ca"]), "a failed reload left the server without its certificate"
+        assert s.value("SELECT @@global.gtid_binlog_pos") == gtid
+    finally:
+        c.close()
