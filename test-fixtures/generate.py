@@ -12,6 +12,7 @@ Run `test-fixtures/regenerate.sh`, not this file alone: it alternates this scrip
 with `UPDATE_GOLDEN=1 cargo test --test golden` until the chain is stable. Review
 every changed response.json as a behaviour change.
 """
+import base64
 import copy
 import hashlib
 import json
@@ -515,6 +516,67 @@ def monitoring_scenarios(st, live):
                                                           related(*pods([True, True, True]))))
 
 
+def tls_file(name):
+    with open(os.path.join(ROOT, "tls", name), "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def tls_secret(cert="db.pem", label=True):
+    """A cert-manager style Secret (test-fixtures/tls/make.py wrote the files)."""
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "db-tls", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000003",
+                     "resourceVersion": "39002", "creationTimestamp": "2026-11-01T09:00:00Z",
+                     "labels": {"mysqlhook.dev/tls": "true"} if label else {}},
+        "data": {"ca.crt": tls_file("ca.pem"), "tls.crt": tls_file(cert), "tls.key": tls_file("db.key")},
+    }
+
+
+def with_tls_secret(rel, **kw):
+    rel = copy.deepcopy(rel)
+    rel.setdefault("Secret.v1", {})[f"{NS}/db-tls"] = tls_secret(**kw)
+    return rel
+
+
+def tls_scenarios(st, live):
+    """spec.tls (issue 18.5): refused without an opted-in Secret or with a
+    certificate that names none of the servers (nothing changes); accepted, the
+    servers roll to serve it (clients do not verify yet); once every server serves
+    it, the ConfigMap says `verify` and new Jobs get the CA."""
+    tls = {"secretName": "db-tls"}
+    ready3 = related(*pods([True, True, True]))
+    write("sync", "tls-secret-not-opted-in", request(parent(status=st, tls=tls), live, ready3))
+    write("sync", "tls-certificate-wrong-names", request(parent(status=st, tls=tls), live,
+                                                          with_tls_secret(ready3, cert="other.pem")))
+    write("sync", "tls-serve", request(parent(status=st, tls=tls), live, with_tls_secret(ready3)))
+    serve = response_of("sync", "tls-serve")
+    if serve is None:
+        return
+    # The rollout is done: every pod runs the new template (its volumes name the
+    # Secret and the option file that serves it).
+    template = next(c for c in serve["children"] if c["kind"] == "StatefulSet")["spec"]["template"]
+    served = pods([True, True, True])
+    for p in served:
+        p["spec"]["volumes"] = copy.deepcopy(template["spec"]["volumes"])
+    done = observed(serve["children"], kept_done(serve["children"]))
+    write("sync", "tls-verify", request(parent(status=serve["status"], tls=tls), done,
+                                        with_tls_secret(related(*served))))
+    verify = response_of("sync", "tls-verify")
+    if verify is None:
+        return
+    # The certificate loses its label while every server serves it: kept, not verified.
+    write("sync", "tls-secret-unlabelled-while-serving", request(
+        parent(status=verify["status"], tls=tls), observed(verify["children"], kept_done(verify["children"])),
+        related(*served)))
+    # A failover while clients verify: the Job gets TLS_MODE and the CA.
+    failing = copy.deepcopy(served)
+    failing[0]["status"]["conditions"][1].update(status="False", lastTransitionTime="2026-11-29T11:59:00Z")
+    failing[0]["status"]["conditions"][2].update(status="False", lastTransitionTime="2026-11-29T11:59:00Z")
+    write("sync", "tls-verify-failover", request(
+        parent(status=verify["status"], tls=tls), observed(verify["children"], kept_done(verify["children"])),
+        with_tls_secret(related(*failing))))
+
+
 def upgrade_scenarios(running, st, live):
     """An ordered 8.4.3 -> 8.4.5 rollout of a 3-server cluster whose primary is db-0:
     db-2, db-1, a switchover to db-2, then db-0; plus a stuck step, a refused
@@ -654,6 +716,7 @@ def main():
                              "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
                  "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
     monitoring_scenarios(st, live)
+    tls_scenarios(st, live)
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
 
@@ -691,6 +754,7 @@ def main():
 
     # Customize.
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
+    write("customize", "tls", {"controller": CONTROLLER, "parent": parent(tls={"secretName": "db-tls"})})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
 

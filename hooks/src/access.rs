@@ -118,7 +118,8 @@ pub fn resolve(
     primary: Option<&str>,
     newest_version: Option<Version>,
 ) -> (Cluster, Vec<Problem>) {
-    let (mut cluster, mut problems) = Cluster::resolve(parent, observed, &ctx.scripts_image, primary, newest_version);
+    let (mut cluster, mut problems) =
+        Cluster::resolve(parent, observed, &ctx.scripts_image, primary, newest_version, ctx.now);
     let default = format!("{}:{}", cluster.flavor.as_str(), cluster.version);
     if !image_allowed(&cluster.image, &default, &ctx.allowed_images) {
         let running = observed

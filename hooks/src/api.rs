@@ -141,6 +141,22 @@ pub struct MySQLSpec {
     /// Server metrics: an optional `mysqld_exporter` sidecar in every server pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<MonitoringSpec>,
+
+    /// TLS for client and replication connections, verified against the Secret's CA
+    /// (docs/security.md). Unset: no TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+}
+
+/// The servers' certificate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsSpec {
+    /// A Secret of this namespace with `tls.crt`, `tls.key` and `ca.crt` (as
+    /// cert-manager writes them) and the label `mysqlhook.dev/tls: "true"`. The
+    /// certificate must name every server, e.g. `*.<name>-headless.<namespace>.svc`.
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
 }
 
 /// Monitoring of the servers themselves (the hook's own metrics need nothing here).

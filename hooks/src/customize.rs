@@ -73,5 +73,9 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
     if spec.users.as_ref().is_some_and(|u| u.iter().any(|u| u.password_secret.is_some())) {
         related_resources.push(crate::users::opted_in_secrets(namespace));
     }
+    // The certificate of spec.tls, from Secrets opted in for it.
+    if spec.tls.is_some() {
+        related_resources.push(crate::tls::opted_in_secrets(namespace));
+    }
     Ok(CustomizeResponse { related_resources })
 }

@@ -53,6 +53,7 @@ pub mod rollout;
 pub mod scripts;
 pub mod servers;
 pub mod sync;
+pub mod tls;
 pub mod users;
 pub mod version;
 

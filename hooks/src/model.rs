@@ -69,6 +69,10 @@ pub struct Cluster {
     pub services: crate::api::ServicesSpec,
     /// The `mysqld_exporter` sidecar, when `spec.monitoring.exporter.enabled`.
     pub exporter: Option<Exporter>,
+    /// TLS as this sync applies it (see [`crate::tls`]).
+    pub tls: Option<crate::tls::Tls>,
+    /// The `TLSReady` condition, when `spec.tls` is set.
+    pub tls_verdict: Option<crate::roles::Verdict>,
 }
 
 /// The `mysqld_exporter` sidecar of every server pod.
@@ -104,6 +108,7 @@ impl Cluster {
         scripts_image: &str,
         primary: Option<&str>,
         newest_version: Option<Version>,
+        now: crate::Timestamp,
     ) -> (Self, Vec<Problem>) {
         let spec = &parent.spec;
         let names = Names::new(parent.metadata.name.as_deref().unwrap_or_default());
@@ -293,6 +298,10 @@ impl Cluster {
                 ),
             });
         }
+        // TLS: checked against the membership this sync leaves.
+        let (tls, tls_verdict) =
+            crate::tls::resolve(parent, &names, replicas, observed, observed.related_secrets(), now);
+        let my_cnf = crate::tls::with_cnf_block(&my_cnf, tls.is_some());
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
@@ -319,6 +328,8 @@ impl Cluster {
             placement,
             services: spec.services.clone().unwrap_or_default(),
             exporter: exporter(spec.monitoring.as_ref(), running_pod_spec, &mut problems),
+            tls,
+            tls_verdict,
         };
         (cluster, problems)
     }

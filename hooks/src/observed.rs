@@ -170,6 +170,12 @@ impl<'a> Observed<'a> {
             .map(String::as_str)
     }
 
+    /// The related Secrets (those the customize hook asked for: opted in by their owners).
+    #[must_use]
+    pub fn related_secrets(&self) -> &'a crate::metacontroller::ByKey<k8s_openapi::api::core::v1::Secret> {
+        &self.request.related.secrets
+    }
+
     /// An observed Secret child.
     #[must_use]
     pub fn secret(&self, secret: &str) -> Option<&'a k8s_openapi::api::core::v1::Secret> {

@@ -44,7 +44,9 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -1070,6 +1072,81 @@ def cleanup_s7(run: Run) -> None:
             delete_cluster(run, run.db("demo", name))
 
 
+def tls_secret(namespace: str, cluster: str) -> dict:
+    """A cert-manager style Secret, opted in for spec.tls: a throwaway CA and a
+    server certificate for every pod of `cluster` (`*.<cluster>-headless.<ns>.svc`)."""
+    with tempfile.TemporaryDirectory() as d:
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True, timeout=60)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=real-servers CA")
+        openssl("req", *ec, "-keyout", "tls.key", "-out", "tls.csr", "-subj", f"/CN={cluster}")
+        Path(d, "ext").write_text(f"subjectAltName=DNS:*.{cluster}-headless.{namespace}.svc\n"
+                                  "extendedKeyUsage=serverAuth\n")
+        openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "tls.crt", "-days", "2", "-extfile", "ext")
+        data = {k: base64.b64encode(Path(d, k).read_bytes()).decode() for k in ("ca.crt", "tls.crt", "tls.key")}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": f"{cluster}-tls", "namespace": namespace, "labels": {"mysqlhook.dev/tls": "true"}},
+            "data": data}
+
+
+def channel(db: Db, pod: str) -> dict:
+    """SHOW SLAVE STATUS of `pod` ({} when it is no replica)."""
+    ip = ((db.pod(pod) or {}).get("status") or {}).get("podIP")
+    with db.connect(ip, timeout=10) as c:
+        st = c.query_dicts("SHOW SLAVE STATUS")
+    return st[0] if st else {}
+
+
+def s10_tls(run: Run) -> None:
+    """spec.tls on a running cluster: the servers roll to serve the certificate, then
+    every replication channel verifies it, and a switchover Job that verifies hands
+    the role over."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    st = three_servers(run, db)
+    run.k8s.create(tls_secret(db.namespace, db.name), db.namespace)
+    t = time.monotonic()
+    patch_mysql(run, db, {"spec": {"tls": {"secretName": f"{db.name}-tls"}}})
+    say(f"spec.tls set (primary {st['primary']})")
+
+    def verifying() -> bool:
+        c = {c.get("type"): c for c in db.status().get("conditions") or []}.get("TLSReady") or {}
+        return c.get("status") == "True" and db.running(3) is not None
+    db.wait("TLSReady (every server serves the certificate)", verifying, 1800, interval=2)
+    say(f"servers serve TLS after {time.monotonic() - t:.0f}s")
+    primary = db.status()["primary"]
+
+    def channels_verify() -> bool:
+        for p in db.pods():
+            name = p["metadata"]["name"]
+            if name == db.status().get("primary"):
+                continue
+            r = channel(db, name)
+            if not (r.get("Master_SSL_Allowed") == "Yes" and r.get("Master_SSL_Verify_Server_Cert") == "Yes"
+                    and r.get("Slave_IO_Running") == "Yes" and r.get("Slave_SQL_Running") == "Yes"):
+                return False
+        return True
+    # The agents read the mode from the config ConfigMap, which the kubelet refreshes
+    # on its own period (about a minute here).
+    db.wait("every replica's channel to verify the primary's certificate", channels_verify, 300, interval=3)
+    say(f"every channel verifies after {time.monotonic() - t:.0f}s")
+    target = next(p["metadata"]["name"] for p in db.pods() if p["metadata"]["name"] != primary)
+    t2 = time.monotonic()
+    switchover(run, db, target)
+    job = next((j for j in db.jobs("switchover")
+                if any(e.get("name") == "TLS_MODE" and e.get("value") == "verify"
+                       for c in j["spec"]["template"]["spec"]["containers"] for e in c.get("env") or [])), None)
+    if job is None:
+        raise StepFailed("no switchover Job ran with TLS_MODE=verify")
+    judge.wait_writes(t2, count=20, timeout=300)
+    db.wait_running(3, timeout=300)
+    db.wait("every channel to verify the new primary", channels_verify, 300, interval=3)
+    ssl = db.sql(target, "SHOW GLOBAL STATUS LIKE 'Ssl_accepts'")[0][1]  # type: ignore[index]
+    say(f"switchover to {target} by {job['metadata']['name']} (TLS_MODE=verify); {target} accepted {ssl} TLS sessions")
+
+
 def s8_retain_recreate(run: Run) -> None:
     """Delete with deletionPolicy Retain while the primary is at ordinal 2 and ordinal 0
     lags (its mysqld hung), then create the same MySQL again over the volumes."""
@@ -1247,6 +1324,8 @@ SCENARIOS = [
     Scenario("7", "MySQLBackup, restore (checksums), point-in-time restore", s7_backup_restore, ("demo", "db"),
              cleanup_s7),
     Scenario("8", "delete (Retain) with the primary at ordinal 2, recreate", s8_retain_recreate, ("demo", "db")),
+    Scenario("10", "spec.tls: servers roll to serve it, channels and a switchover verify", s10_tls,
+             ("demo", "db")),
     Scenario("4b", "binary logs purged, then scale 3 -> 5", s4b_scale_after_purge, ("purge", "db"),
              cleanup_ns("purge")),
     Scenario("3", "single server: mysqld killed -> writable again", s3_single_restart, ("single", "db"),

@@ -323,6 +323,7 @@ fn job_spec(
     };
     if let Some(pod_spec) = spec.template.spec.as_mut() {
         pod::place_job(c, pod_spec);
+        pod::add_job_tls(c, pod_spec);
     }
     spec
 }

@@ -42,12 +42,16 @@ pub struct Remembered {
 
 #[must_use]
 pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
-    let data = BTreeMap::from([
+    let mut data = BTreeMap::from([
         (memory::PRIMARY_KEY.to_owned(), c.primary.clone()),
         (memory::PODS_KEY.to_owned(), c.pods_env()),
         (memory::MAX_LAG_KEY.to_owned(), c.max_lag_seconds.to_string()),
         (memory::REBUILD_ERRANT_KEY.to_owned(), c.rebuild_errant.to_string()),
     ]);
+    if let Some(tls) = &c.tls {
+        let mode = if tls.verify { crate::tls::VERIFY } else { "" };
+        data.insert(crate::tls::MODE_KEY.to_owned(), mode.to_owned());
+    }
     let mut annotations = BTreeMap::new();
     if remembered.initialized {
         annotations.insert(memory::INITIALIZED.to_owned(), "true".to_owned());

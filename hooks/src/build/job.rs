@@ -81,6 +81,7 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
     };
     if let Some(spec) = job.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
         pod::place_job(c, spec);
+        pod::add_job_tls(c, spec);
     }
     job
 }

@@ -57,7 +57,27 @@ pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
 pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
     let mut vars = credentials_env(c);
     vars.insert(2, env("PODS", c.pods_env()));
+    // spec.tls once every server serves it (see [`crate::tls`]): a Job made now
+    // verifies; one made before connects as it was made to.
+    if c.tls.as_ref().is_some_and(|t| t.verify) {
+        vars.push(env("TLS_MODE", crate::tls::VERIFY));
+    }
     vars
+}
+
+/// A Job pod whose scripts verify the servers (`TLS_MODE` in their environment, from
+/// [`script_env`]) gets the CA of `spec.tls`, and nothing else of its Secret.
+pub fn add_job_tls(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    let Some(tls) = c.tls.as_ref().filter(|t| t.verify) else { return };
+    let verifies = |k: &Container| k.env.iter().flatten().any(|e| e.name == "TLS_MODE");
+    let mut any = false;
+    for k in spec.init_containers.iter_mut().flatten().chain(spec.containers.iter_mut()).filter(|k| verifies(k)) {
+        k.volume_mounts.get_or_insert_with(Vec::new).push(mount(crate::tls::TLS_VOLUME, crate::tls::TLS_DIR, true));
+        any = true;
+    }
+    if any {
+        spec.volumes.get_or_insert_with(Vec::new).push(crate::tls::job_volume(tls));
+    }
 }
 
 /// The variables of the server pods' scripts. The membership is not among them:
@@ -97,13 +117,20 @@ fn credentials_path(key: &str) -> String {
 /// `mysql` group only (`fsGroup`).
 #[must_use]
 pub fn credentials_volume(c: &Cluster) -> Volume {
+    secret_keys_volume(CREDENTIALS_VOLUME, &c.credentials_secret, &credentials::KEYS)
+}
+
+/// Volume `name`: the keys `keys` of Secret `secret` as files of the same names,
+/// readable by the `mysql` group only (`fsGroup`); the pod does not start without
+/// them.
+#[must_use]
+pub fn secret_keys_volume(name: &str, secret: &str, keys: &[&str]) -> Volume {
     Volume {
-        name: CREDENTIALS_VOLUME.to_owned(),
+        name: name.to_owned(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(c.credentials_secret.clone()),
+            secret_name: Some(secret.to_owned()),
             items: Some(
-                credentials::KEYS
-                    .iter()
+                keys.iter()
                     .map(|k| KeyToPath { key: (*k).to_owned(), path: (*k).to_owned(), ..Default::default() })
                     .collect(),
             ),

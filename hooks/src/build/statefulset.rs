@@ -131,7 +131,12 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::env("SEED_MARKER", "/tmp/mysql-hook-seeding"),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
     ]);
-    let mounts = vec![
+    // spec.tls: the mode follows the config ConfigMap (verification starts once
+    // every server serves the certificate, without a restart).
+    if c.tls.is_some() {
+        env.push(pod::env("TLS_MODE_FILE", scripts::config_path(crate::tls::MODE_KEY)));
+    }
+    let mut mounts = vec![
         pod::mount(DATA_DIR_VOLUME, DATA_DIR, false),
         pod::mount("conf", CONF_DIR, false),
         pod::mount("run", "/var/run/mysqld", false),
@@ -141,6 +146,9 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::scripts_mount(),
         pod::credentials_mount(),
     ];
+    if c.tls.is_some() {
+        mounts.push(pod::mount(crate::tls::TLS_VOLUME, crate::tls::TLS_DIR, true));
+    }
     let container = |name: &str, command: Vec<String>| Container {
         name: name.to_owned(),
         image: Some(c.image.clone()),
@@ -216,6 +224,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                     }),
                     ..Default::default()
                 }))
+                .chain(c.tls.as_ref().map(crate::tls::server_volume))
                 .chain([pod::empty_dir("conf"), pod::empty_dir("run"), pod::empty_dir("tmp")])
                 .collect(),
         ),
