@@ -955,11 +955,13 @@ def mysql_backup(name="nightly", cluster="db", status=None):
     return b
 
 
-def backup_request(b, jobs=None, mysqls=(), pods=(), secrets=()):
+def backup_request(b, jobs=None, mysqls=(), pods=(), secrets=(), config_maps=()):
     rel = {"MySQL.mysqlhook.dev/v1alpha1": {f"{NS}/{m['metadata']['name']}": m for m in mysqls},
            "Pod.v1": {f"{NS}/{p['metadata']['name']}": p for p in pods}}
     if secrets:
         rel["Secret.v1"] = {f"{NS}/{s['metadata']['name']}": s for s in secrets}
+    if config_maps:
+        rel["ConfigMap.v1"] = {f"{NS}/{c['metadata']['name']}": c for c in config_maps}
     return {"controller": BACKUP_CONTROLLER, "parent": b,
             "children": {"Job.batch/v1": {f"{NS}/{j['metadata']['name']}": j for j in (jobs or [])}},
             "related": rel, "finalizing": False}
@@ -1122,6 +1124,13 @@ def backup_scenarios(running, st, live, deleting):
     write("backup-sync", "pending-not-initialized", backup_request(mysql_backup(), mysqls=[parent(backup=PVC_BACKUP)]))
     write("backup-sync", "running-from-replica", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                  pods=pods([True, False, True])))
+    # spec.tls with clients verifying (the cluster's config ConfigMap says so): the Job
+    # verifies too, with the CA alone.
+    tls_cluster = parent(status=st, backup=PVC_BACKUP, tls={"secretName": "db-tls"})
+    verify_cm = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "db-config", "namespace": NS}, "data": {"tls": "verify"}}
+    write("backup-sync", "running-tls-verify", backup_request(mysql_backup(), mysqls=[tls_cluster],
+                                                               pods=pods([True, True, True]), config_maps=[verify_cm]))
     write("backup-sync", "running-no-replica-ready", backup_request(mysql_backup(), mysqls=[backup_cluster],
                                                                      pods=pods([True, False, False])))
     s3_cluster = parent(status=st, backup=S3_BACKUP)

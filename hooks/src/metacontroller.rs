@@ -120,6 +120,9 @@ pub struct BackupRelated {
     /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
     #[serde(rename = "Secret.v1", default)]
     pub secrets: ByKey<Secret>,
+    /// The cluster's config ConfigMap: whether its clients verify TLS ([`crate::tls`]).
+    #[serde(rename = "ConfigMap.v1", default)]
+    pub config_maps: ByKey<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 /// The body of a customize call of the `MySQLBackup` controller.

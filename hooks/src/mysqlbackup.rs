@@ -117,8 +117,11 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     };
     let cluster_names = Names::new(cluster_name);
     let observed = Observed::new(&view, &cluster_names);
-    let (cluster, _) =
+    let (mut cluster, _) =
         access::resolve(mysql, &observed, ctx, mysql.status.as_ref().and_then(|s| s.primary.as_deref()), None);
+    // spec.tls: this hook sees neither the certificate nor the servers' option files;
+    // the cluster's own hook decided, in its config ConfigMap, whether clients verify.
+    cluster.tls = crate::tls::decided(mysql, &cluster.names, &request.related.config_maps);
     let gate = access::Gate {
         namespace,
         cluster: cluster_name,
@@ -312,6 +315,14 @@ pub fn customize(request: &BackupCustomizeRequest) -> Result<CustomizeResponse> 
             ])),
             // The cluster's store may be S3: the opted-in credentials Secrets.
             access::opted_in_secrets(namespace),
+            // Whether the cluster's clients verify TLS (spec.tls).
+            RelatedResourceRule {
+                api_version: "v1".to_owned(),
+                resource: "configmaps".to_owned(),
+                namespace: Some(namespace.to_owned()),
+                label_selector: None,
+                names: vec![Names::new(cluster).config],
+            },
         ],
     })
 }

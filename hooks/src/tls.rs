@@ -148,6 +148,26 @@ pub fn resolve(
     }
 }
 
+/// TLS as the cluster's own hook decided it, read from its config ConfigMap: for the
+/// Jobs of `MySQLBackup` objects, whose hook sees neither the certificate nor the
+/// servers' option files. Verify only when `spec.tls` is set and the ConfigMap
+/// says so; else `None` (the Job connects as without TLS, which the servers accept).
+#[must_use]
+pub fn decided(
+    parent: &MySQL,
+    names: &Names,
+    config_maps: &ByKey<k8s_openapi::api::core::v1::ConfigMap>,
+) -> Option<Tls> {
+    let spec = parent.spec.tls.as_ref()?;
+    let mode = config_maps
+        .values()
+        .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))?
+        .data
+        .as_ref()?
+        .get(MODE_KEY)?;
+    (mode.trim() == VERIFY).then(|| Tls { secret: spec.secret_name.clone(), verify: true })
+}
+
 /// Whether the certificate in `secret` is one every client can verify for every
 /// host in `hosts` at `now`.
 ///
@@ -334,6 +354,37 @@ mod tests {
         assert!(check_certificate(&s, &hosts(), now).is_err_and(|e| e.contains("needs the keys")));
         assert!(check_certificate(&secret(b"garbage", CA_PEM), &hosts(), now).is_err());
         assert!(check_certificate(&secret(DB_PEM, b"garbage"), &hosts(), now).is_err());
+    }
+
+    #[test]
+    fn backup_jobs_verify_only_when_the_cluster_decided_so() {
+        let names = Names::new("db");
+        let cm = |mode: &str| {
+            let c = k8s_openapi::api::core::v1::ConfigMap {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some("db-config".to_owned()),
+                    ..Default::default()
+                },
+                data: Some(BTreeMap::from([(MODE_KEY.to_owned(), mode.to_owned())])),
+                ..Default::default()
+            };
+            ByKey::from([("shop/db-config".to_owned(), c)])
+        };
+        let with_tls = |tls: Option<&str>| {
+            let mut m: MySQL = serde_json::from_value(serde_json::json!({
+                "apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQL",
+                "metadata": {"name": "db", "namespace": "shop"},
+                "spec": {"version": "8.4.3", "storage": {"size": "1Gi"}}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            m.spec.tls = tls.map(|s| crate::api::TlsSpec { secret_name: s.to_owned() });
+            m
+        };
+        let verify = Some(Tls { secret: "db-tls".to_owned(), verify: true });
+        assert_eq!(decided(&with_tls(Some("db-tls")), &names, &cm("verify")), verify);
+        assert_eq!(decided(&with_tls(Some("db-tls")), &names, &cm("")), None);
+        assert_eq!(decided(&with_tls(Some("db-tls")), &names, &ByKey::new()), None);
+        assert_eq!(decided(&with_tls(None), &names, &cm("verify")), None);
     }
 
     #[test]
