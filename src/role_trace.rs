@@ -9,11 +9,12 @@
 //! Off by default; `RUST_LOG=info,mysql_hook::role_trace=debug` turns it on (the
 //! real-server loop does, and keeps the log with `MYSQL_HOOK_K8S_LOGS`).
 
-use hooks::metacontroller::{Child, SyncRequest, SyncResponse};
+use hooks::{
+    labels::JOB_PURPOSE,
+    memory::{BOOTSTRAP, ROLE_PURPOSES},
+    metacontroller::{Child, SyncRequest, SyncResponse},
+};
 use k8s_openapi::api::batch::v1::Job;
-
-/// The purposes of the Jobs that decide who the primary is.
-const ROLE_JOBS: [&str; 3] = ["-bootstrap-", "-failover-", "-switchover-"];
 
 /// Logs the line, if debug is on for this module.
 pub fn sync(request: &SyncRequest, response: &SyncResponse) {
@@ -22,13 +23,19 @@ pub fn sync(request: &SyncRequest, response: &SyncResponse) {
     }
     let parent = &request.parent;
     let seen = parent.status.as_ref();
-    let seen_jobs: Vec<String> = request.children.jobs.values().filter_map(job).collect();
-    let answered_jobs: Vec<String> = response
+    let seen_jobs: Vec<String> = request
+        .children
+        .jobs
+        .values()
+        .filter(|j| decides_roles(j))
+        .map(|j| format!("{}={}", name(j), state(j)))
+        .collect();
+    // Emitted Jobs carry no status: their names are the answer.
+    let answered_jobs: Vec<&str> = response
         .children
         .iter()
         .filter_map(|c| match c {
-            // Emitted Jobs carry no status: their names are the answer.
-            Child::Job(j) => job(j).and_then(|line| line.split_once('=').map(|(name, _)| name.to_owned())),
+            Child::Job(j) if decides_roles(j) => Some(name(j)),
             _ => None,
         })
         .collect();
@@ -47,21 +54,27 @@ pub fn sync(request: &SyncRequest, response: &SyncResponse) {
     );
 }
 
-/// `name=state` of an observed role-change or bootstrap Job; `None` for any other Job.
-fn job(j: &Job) -> Option<String> {
-    let name = j.metadata.name.as_deref()?;
-    if !ROLE_JOBS.iter().any(|p| name.contains(p)) {
-        return None;
-    }
+/// A bootstrap, failover or switchover Job: the Jobs that decide who the primary
+/// is, by the purpose label the hook puts on every Job it makes.
+fn decides_roles(j: &Job) -> bool {
+    let purpose = j.metadata.labels.as_ref().and_then(|l| l.get(JOB_PURPOSE)).map(String::as_str);
+    purpose.is_some_and(|p| p == BOOTSTRAP || ROLE_PURPOSES.contains(&p))
+}
+
+fn name(j: &Job) -> &str {
+    j.metadata.name.as_deref().unwrap_or("?")
+}
+
+/// The Job's state as its status counts say.
+fn state(j: &Job) -> &'static str {
     let s = j.status.as_ref();
-    let state = match (s.and_then(|s| s.succeeded), s.and_then(|s| s.failed), s.and_then(|s| s.active)) {
+    match (s.and_then(|s| s.succeeded), s.and_then(|s| s.failed), s.and_then(|s| s.active)) {
         (Some(n), _, _) if n > 0 => "succeeded",
         (_, _, Some(n)) if n > 0 => "active",
         (_, Some(n), _) if n > 0 => "failed",
         _ if s.is_none() => "new",
         _ => "pending",
-    };
-    Some(format!("{name}={state}"))
+    }
 }
 
 #[cfg(test)]
@@ -71,8 +84,13 @@ mod tests {
 
     use super::*;
 
-    fn job_named(name: &str, status: Option<JobStatus>) -> Job {
-        Job { metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() }, status, ..Job::default() }
+    fn job_named(name: &str, purpose: &str, status: Option<JobStatus>) -> Job {
+        let labels = [(JOB_PURPOSE.to_owned(), purpose.to_owned())].into();
+        Job {
+            metadata: ObjectMeta { name: Some(name.to_owned()), labels: Some(labels), ..ObjectMeta::default() },
+            status,
+            ..Job::default()
+        }
     }
 
     fn counts(succeeded: i32, failed: i32, active: i32) -> Option<JobStatus> {
@@ -82,13 +100,24 @@ mod tests {
 
     #[test]
     fn role_jobs_are_named_with_their_state_and_others_are_skipped() {
-        let line = |name: &str, status| job(&job_named(name, status));
-        assert_eq!(line("db-switchover-12", counts(1, 0, 0)).as_deref(), Some("db-switchover-12=succeeded"));
-        assert_eq!(line("db-failover-3", counts(0, 0, 1)).as_deref(), Some("db-failover-3=active"));
-        assert_eq!(line("db-failover-4", counts(0, 2, 0)).as_deref(), Some("db-failover-4=failed"));
-        assert_eq!(line("db-bootstrap-ab12c", counts(0, 0, 0)).as_deref(), Some("db-bootstrap-ab12c=pending"));
-        assert_eq!(line("db-failover-5", None).as_deref(), Some("db-failover-5=new"));
-        assert_eq!(line("db-inspect-0f96fe2d", counts(1, 0, 0)), None);
-        assert_eq!(line("db-users-be31dff5", None), None);
+        let line = |name: &str, purpose: &str, status| {
+            let j = job_named(name, purpose, status);
+            decides_roles(&j).then(|| format!("{}={}", super::name(&j), state(&j)))
+        };
+        assert_eq!(
+            line("db-switchover-12", "switchover", counts(1, 0, 0)).as_deref(),
+            Some("db-switchover-12=succeeded")
+        );
+        assert_eq!(line("db-failover-3", "failover", counts(0, 0, 1)).as_deref(), Some("db-failover-3=active"));
+        assert_eq!(line("db-failover-4", "failover", counts(0, 2, 0)).as_deref(), Some("db-failover-4=failed"));
+        assert_eq!(
+            line("db-bootstrap-ab12c", "bootstrap", counts(0, 0, 0)).as_deref(),
+            Some("db-bootstrap-ab12c=pending")
+        );
+        assert_eq!(line("db-failover-5", "failover", None).as_deref(), Some("db-failover-5=new"));
+        assert_eq!(line("db-inspect-0f96fe2d", "inspect", counts(1, 0, 0)), None);
+        assert_eq!(line("db-users-be31dff5", "users", None), None);
+        // A name alone proves nothing: the purpose label decides.
+        assert_eq!(line("db-failover-6", "backup", None), None);
     }
 }
