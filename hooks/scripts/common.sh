@@ -16,7 +16,7 @@
 # replication channel use TLS and verify the server's certificate against the
 # CA bundle TLS_CA [/etc/mysql/tls/ca.crt]; empty = off.  See "TLS" below.
 #
-# Tools needed: bash, coreutils (timeout, date, sha256sum, stat, mktemp, head,
+# Tools needed: bash, gzip (backups), coreutils (timeout, date, sha256sum, stat, mktemp, head,
 # sort, sleep, cat, mv, rm, mkdir) and the client programs of the flavor.  No
 # sed/awk/grep/python/jq: parsing is done with bash builtins.
 
@@ -1306,15 +1306,33 @@ sql_binlog_files() { sql "$1" "SHOW BINARY LOGS" | while IFS=$'\t' read -r f s _
 #   --set-gtid-purged=ON (writes SET @@GLOBAL.GTID_PURGED and SQL_LOG_BIN=0).
 # MariaDB: mariadb-dump --single-transaction --master-data=2 --gtid (writes a
 #   commented "SET GLOBAL gtid_slave_pos='...'", near the end of the file).
+# OUTFILE ending in .gz: the dump is compressed as it streams (gzip -1), so no
+# uncompressed copy ever takes space on the staging volume; a failing dump
+# fails the pipeline (pipefail).
 dump_cmd() {
   local pod=$1 out=$2; shift 2
-  local -a common=(--defaults-extra-file="$CNF" --protocol=TCP -h "$(pod_host "$pod")"
+  local -a args=(--defaults-extra-file="$CNF" --protocol=TCP -h "$(pod_host "$pod")"
     -P "$(pod_port "$pod")"
     --single-transaction --routines --events --triggers --hex-blob
-    --add-drop-database --default-character-set=utf8mb4 --result-file="$out")
+    --add-drop-database --default-character-set=utf8mb4)
   case $FLAVOR in
-    mysql)   "$DUMP" "${common[@]}" --source-data=2 --set-gtid-purged=ON --databases "$@" ;;
-    mariadb) "$DUMP" "${common[@]}" --master-data=2 --gtid --databases "$@" ;;
+    mysql)   args+=(--source-data=2 --set-gtid-purged=ON) ;;
+    mariadb) args+=(--master-data=2 --gtid) ;;
+  esac
+  case $out in
+    *.gz) "$DUMP" "${args[@]}" --databases "$@" | gzip -1 > "$out" ;;
+    *)    "$DUMP" "${args[@]}" --result-file="$out" --databases "$@" ;;
+  esac
+}
+# dump_file DIR: the dump of the backup in DIR, compressed (dump.sql.gz) or not.
+dump_file() {
+  if [ -f "$1/dump.sql.gz" ]; then printf '%s' "$1/dump.sql.gz"; else printf '%s' "$1/dump.sql"; fi
+}
+# dump_cat FILE: a dump's SQL on stdout, whether or not it is gzip'd.
+dump_cat() {
+  case $1 in
+    *.gz) gzip -dc -- "$1" ;;
+    *) cat -- "$1" ;;
   esac
 }
 # dump_gtid FILE: the GTID position recorded in a dump's header.
@@ -1335,7 +1353,9 @@ dump_gtid() {
           fi
         fi ;;
     esac
-  done < <(head -n 400 "$1"; tail -n 200 "$1")   # mariadb-dump 10.11 writes it at the end
+  # mariadb-dump 10.11 writes it at the end.  head closes the pipe early: the
+  # decompressor's SIGPIPE is expected, not an error.
+  done < <({ dump_cat "$1" | head -n 400; } 2>/dev/null || true; dump_cat "$1" | tail -n 200)
   return 0
 }
 # binlog_fetch POD DIR FIRST_FILE: copy binary logs FIRST_FILE..last from POD.

@@ -30,7 +30,8 @@ SCRIPT_NAME=restore
 target=${POD_NAME:-${POD_NAMES[0]}}
 is_member "$target" || fail bad-env "POD_NAME '$target' is not in PODS"
 from=${RESTORE_FROM:-}
-[ -n "$from" ] && [ -f "$from/dump.sql" ] && [ -f "$from/SHA256SUMS" ] || fail bad-env "RESTORE_FROM '$from' is not a backup directory"
+dump=$(dump_file "$from")
+[ -n "$from" ] && [ -f "$dump" ] && [ -f "$from/SHA256SUMS" ] || fail bad-env "RESTORE_FROM '$from' is not a backup directory"
 binfrom=${RESTORE_BINLOGS_FROM:-$from}
 until=${RESTORE_UNTIL:-}
 if [ -n "$until" ] && ! [[ $until =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}\ [0-9]{2}:[0-9]{2}:[0-9]{2}$ ]]; then
@@ -59,7 +60,7 @@ fi
 
 # A point in time must be provably inside what the dump and the binary logs
 # hold: checked before anything is loaded.
-g=$(dump_gtid "$from/dump.sql")
+g=$(dump_gtid "$dump")
 files=()
 if [ -n "$until" ]; then
   t_until=$(epoch_of "$until")
@@ -107,8 +108,8 @@ sql "$target" "$SQL_NO_BINLOG
     backup_key TEXT NOT NULL, result TEXT);
   REPLACE INTO _mysqlhook.restore VALUES (1, 'loading', $(sql_quote "$key"), NULL)"
 
-log "loading $from/dump.sql"
-{ printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/dump.sql"; } | SQL_TIMEOUT=${LOAD_TIMEOUT:-7200} sql_stdin "$target"
+log "loading $dump"
+{ printf '%s\n' "$SQL_NO_BINLOG"; dump_cat "$dump"; } | SQL_TIMEOUT=${LOAD_TIMEOUT:-7200} sql_stdin "$target"
 if [ -f "$from/accounts.sql" ]; then
   log "loading $from/accounts.sql"
   { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/accounts.sql"; } | sql_stdin "$target"

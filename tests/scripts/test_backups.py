@@ -333,3 +333,51 @@ def test_accounts_survive_backup_and_restore(cluster, world, request):
                       f"({APP_PASSWORD!r} unchanged)")
     finally:
         target.kill()
+
+
+# ------------------------------------------------------------ 19.4
+
+def test_dumps_are_gzipped_and_uncompressed_backups_still_restore(cluster, world, request):
+    """The default backup writes dump.sql.gz (listed in SHA256SUMS, manifest
+    `compression: gzip`), smaller than the same dump uncompressed; a backup
+    written without compression (BACKUP_COMPRESSION=none, or by an older
+    mysql-hook) restores as before; any other setting is refused."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 400, "A")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    gz = backup(cluster, bdir, "gz", PRIMARY="db-0")
+    plain = backup(cluster, bdir, "plain", PRIMARY="db-0", BACKUP_COMPRESSION="none")
+    assert (bdir / "gz" / "dump.sql.gz").is_file() and not (bdir / "gz" / "dump.sql").exists()
+    assert (bdir / "plain" / "dump.sql").is_file() and not (bdir / "plain" / "dump.sql.gz").exists()
+    manifest = (bdir / "gz" / "manifest.json").read_text()
+    assert '"compression":"gzip"' in manifest, manifest
+    packed, raw = (bdir / "gz" / "dump.sql.gz").stat().st_size, (bdir / "plain" / "dump.sql").stat().st_size
+    assert packed * 2 < raw, (packed, raw)
+    assert gz.json["gtid"] == plain.json["gtid"]
+    for name in ("gz", "plain"):
+        target = fresh(world, f"gz-restore-{name}")
+        try:
+            rr = restore(world, target, bdir / name)
+            assert rr.rc == 0 and rr.json["backupGtid"] == gz.json["gtid"], rr
+            assert target.value("SELECT COUNT(*) FROM hook.t") == "399"
+        finally:
+            target.kill()
+    bad = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="bad", BACKUP_COMPRESSION="zstd")
+    assert bad.rc != 0 and bad.json["reason"] == "bad-env", bad
+    # A server without application schemas: the position alone, compressed too.
+    empty = Cluster(world, "gz-empty", n=1)
+    try:
+        assert empty.run("bootstrap.sh", PRIMARY="").rc == 0
+        e = backup(empty, bdir, "empty", PRIMARY="db-0")
+        assert e.json["databases"] == 0 and (bdir / "empty" / "dump.sql.gz").is_file(), e
+        target = fresh(world, "gz-empty-restore")
+        try:
+            rr = restore(world, target, bdir / "empty")
+            assert rr.rc == 0 and rr.json["backupGtid"] == e.json["gtid"], rr
+        finally:
+            target.kill()
+    finally:
+        empty.close()
+    REPORT.append(f"compression: dump {raw} bytes, gzip -1 {packed} bytes; both restore to the same rows")

@@ -5,6 +5,7 @@ servers in between, on a staging directory like the Jobs' emptyDir."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 from pathlib import Path
 
@@ -43,15 +44,18 @@ def test_s3_write_then_commit_retry_and_restore(cluster, world, store, request):
     u = run_s3(store, "upload", {**env, "BACKUP_NAME": "db-backup-1"}, st)
     assert u.rc == 0 and u.line == r.line and u.term.strip() == r.line, u
     keys = store.keys("bk-commit", "shop/db/db-backup-1/")
-    assert "shop/db/db-backup-1/result.json" in keys and "shop/db/db-backup-1/dump.sql" in keys, keys
-    dump = store.aws_run("s3", "cp", "s3://bk-commit/shop/db/db-backup-1/dump.sql", "-").stdout
-    assert "half a dump" not in dump and "CREATE TABLE" in dump
+    assert "shop/db/db-backup-1/result.json" in keys and "shop/db/db-backup-1/dump.sql.gz" in keys, keys
+    # the half dump of the earlier attempt is gone, the committed one is whole
+    assert "shop/db/db-backup-1/dump.sql" not in keys, keys
+    got = st / "downloaded-dump.sql.gz"
+    store.aws_run("s3", "cp", "s3://bk-commit/shop/db/db-backup-1/dump.sql.gz", str(got))
+    assert "CREATE TABLE" in gzip.decompress(got.read_bytes()).decode()
     # a retried pod of the same Job: committed already, nothing dumped again
     st2 = staging(cluster, "staging-2")
     c2 = run_s3(store, "check", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
     assert c2.rc == 0 and (st2 / "db-backup-1" / "result.json").exists(), c2
     r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st2, BACKUP_NAME="db-backup-1")
-    assert r2.rc == 0 and r2.line == r.line and not (st2 / "db-backup-1" / "dump.sql").exists(), r2
+    assert r2.rc == 0 and r2.line == r.line and not (st2 / "db-backup-1" / "dump.sql.gz").exists(), r2
     u2 = run_s3(store, "upload", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
     assert u2.rc == 0 and u2.line == r.line, u2
     # restore: download, then restore.sh

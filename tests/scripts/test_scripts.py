@@ -10,6 +10,7 @@ result line.  Servers are always torn down.
 from __future__ import annotations
 
 import datetime
+import gzip
 import hashlib
 import os
 import subprocess
@@ -701,12 +702,14 @@ def test_restore_of_a_tampered_backup_runs_no_client_command(world, request):
         assert r.rc == 0, r
         markers = world.root / c.tag / "markers"
         markers.mkdir()
-        dump = bdir / "b1" / "dump.sql"
-        lines = dump.read_text().splitlines(keepends=True)
+        dump = bdir / "b1" / "dump.sql.gz"
+        lines = gzip.decompress(dump.read_bytes()).decode().splitlines(keepends=True)
         evil = _client_command_lines(markers)
-        dump.write_text("".join(lines[:5]) + evil + "".join(lines[5:]) + evil)
-        sums = subprocess.run(["sha256sum", "dump.sql"], cwd=bdir / "b1", capture_output=True, text=True, check=True)
-        others = [ln for ln in (bdir / "b1" / "SHA256SUMS").read_text().splitlines() if not ln.endswith(" dump.sql")]
+        dump.write_bytes(gzip.compress(("".join(lines[:5]) + evil + "".join(lines[5:]) + evil).encode()))
+        sums = subprocess.run(["sha256sum", "dump.sql.gz"], cwd=bdir / "b1", capture_output=True, text=True,
+                              check=True)
+        others = [ln for ln in (bdir / "b1" / "SHA256SUMS").read_text().splitlines()
+                  if not ln.endswith(" dump.sql.gz")]
         (bdir / "b1" / "SHA256SUMS").write_text(sums.stdout + "".join(ln + "\n" for ln in others))
         fresh = world.server("db-0", request.node.name + "-restore")
         fresh.initialize()
@@ -793,12 +796,15 @@ def test_signed_backups_restore_only_when_the_signature_holds(world, request):
         r = restore(RESTORE_VERIFY_KEY_FILE=key)
         outcomes["no signature"] = (r.rc, r.json.get("reason"))
         (b1 / "SIGNATURE").write_bytes(sig)
-        dump = b1 / "dump.sql"
-        original = dump.read_bytes()
-        dump.write_bytes(original.replace(b"(7)", b"(666)"))
-        fixed = subprocess.run(["sha256sum", "dump.sql"], cwd=b1, capture_output=True, text=True, check=True).stdout
+        dump = b1 / "dump.sql.gz"
+        packed = dump.read_bytes()
+        original = gzip.decompress(packed)
+        assert b"(7)" in original
+        dump.write_bytes(gzip.compress(original.replace(b"(7)", b"(666)")))
+        fixed = subprocess.run(["sha256sum", "dump.sql.gz"], cwd=b1, capture_output=True, text=True,
+                               check=True).stdout
         (b1 / "SHA256SUMS").write_text(fixed + "".join(
-            ln + "\n" for ln in sums.decode().splitlines() if not ln.endswith(" dump.sql")))
+            ln + "\n" for ln in sums.decode().splitlines() if not ln.endswith(" dump.sql.gz")))
         r = restore(RESTORE_VERIFY_KEY_FILE=key)
         outcomes["altered"] = (r.rc, r.json.get("reason"))
         REPORT.append(f"signed backup: refused restores {outcomes}")
@@ -807,7 +813,7 @@ def test_signed_backups_restore_only_when_the_signature_holds(world, request):
         assert fresh.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name='hook'") == "0", \
             "nothing may be loaded before the signature is checked"
         # the genuine backup restores
-        dump.write_bytes(original)
+        dump.write_bytes(packed)
         (b1 / "SHA256SUMS").write_bytes(sums)
         r = restore(RESTORE_VERIFY_KEY_FILE=key)
         assert r.rc == 0 and r.json["result"] == "restored", r
