@@ -157,10 +157,7 @@ impl Cluster {
         // The option file the running template names (or, from before option files
         // were content-addressed, the one in the config ConfigMap).
         let running_cnf = running_pod_spec
-            .and_then(|p| p.volumes.as_ref())
-            .and_then(|v| v.iter().find(|v| v.name == crate::build::pod::OPTION_FILE_VOLUME))
-            .and_then(|v| v.config_map.as_ref())
-            .and_then(|cm| observed.config_map_value(&cm.name, MY_CNF))
+            .and_then(|p| observed.option_file_of(p))
             .or_else(|| observed.config_map_value(&names.config, MY_CNF));
         // Binary-log expiry: the field, else spec.config's own setting, else 7 days;
         // both at once is refused (which would win is not obvious to a reader).

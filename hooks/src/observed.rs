@@ -155,6 +155,14 @@ impl<'a> Observed<'a> {
             .map(String::as_str)
     }
 
+    /// The option file (`my.cnf`) a pod spec mounts, from the observed option-file
+    /// ConfigMap its volume names.
+    #[must_use]
+    pub fn option_file_of(&self, spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<&'a str> {
+        let volume = spec.volumes.as_ref()?.iter().find(|v| v.name == crate::build::pod::OPTION_FILE_VOLUME)?;
+        self.config_map_value(&volume.config_map.as_ref()?.name, crate::model::MY_CNF)
+    }
+
     /// An annotation of an observed ConfigMap child.
     #[must_use]
     pub fn config_map_annotation(&self, config_map: &str, key: &str) -> Option<&'a str> {

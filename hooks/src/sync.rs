@@ -173,12 +173,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
         rollout.last_switchover_error = Some(why.clone());
     }
-    if let Some(v) = &cluster.tls_verdict {
-        let mut extra = Conditions::new(&previous.conditions, ctx.now);
-        extra.set(v.type_, v.status, v.reason, v.message.clone());
-        merge_conditions(&mut status.conditions, extra.finish());
-    }
-    if let Some(v) = &users.verdict {
+    for v in cluster.tls_verdict.iter().chain(&users.verdict) {
         let mut extra = Conditions::new(&previous.conditions, ctx.now);
         extra.set(v.type_, v.status, v.reason, v.message.clone());
         merge_conditions(&mut status.conditions, extra.finish());

@@ -51,6 +51,8 @@ pub const TLS_DIR: &str = "/etc/mysql/tls";
 pub const TLS_VOLUME: &str = "tls";
 /// The config ConfigMap key the scripts read the mode from (`TLS_MODE_FILE`).
 pub const MODE_KEY: &str = "tls";
+/// The environment variable that gives a Job's scripts the mode (`TLS_MODE`).
+pub const MODE_ENV: &str = "TLS_MODE";
 /// The mode in which clients and replication verify the servers.
 pub const VERIFY: &str = "verify";
 /// The CA bundle.
@@ -111,7 +113,6 @@ pub fn resolve(
             check_certificate(s, &hosts, now).map_err(|why| ("CertificateRefused", format!("Secret {wanted}: {why}")))
         }
     };
-    let running = running_secret(observed);
     match checked {
         Ok(()) => {
             let tls = Tls { secret: wanted.clone(), verify: every_server_serves(observed, wanted) };
@@ -137,7 +138,7 @@ pub fn resolve(
         // Refused: what runs keeps running, without verification (a certificate
         // clients cannot verify would lock the failover Jobs out).
         Err((reason, message)) => {
-            let tls = running.map(|secret| Tls { secret, verify: false });
+            let tls = running_secret(observed).map(|secret| Tls { secret, verify: false });
             let then = if tls.is_some() {
                 "the servers keep the certificate they serve; clients do not verify it"
             } else {
@@ -239,14 +240,8 @@ fn every_server_serves(observed: &Observed<'_>, secret: &str) -> bool {
     !observed.members.is_empty()
         && observed.members.values().all(|m| {
             let Some(spec) = m.pod.spec.as_ref() else { return false };
-            let option_file = spec
-                .volumes
-                .iter()
-                .flatten()
-                .find(|v| v.name == pod::OPTION_FILE_VOLUME)
-                .and_then(|v| v.config_map.as_ref())
-                .and_then(|cm| observed.config_map_value(&cm.name, crate::model::MY_CNF));
-            secret_volume(spec).as_deref() == Some(secret) && option_file.is_some_and(|f| f.contains(CNF_MARK))
+            secret_volume(spec).as_deref() == Some(secret)
+                && observed.option_file_of(spec).is_some_and(|f| f.contains(CNF_MARK))
         })
 }
 

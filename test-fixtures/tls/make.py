@@ -2,7 +2,7 @@
 """Writes the throwaway certificates of the spec.tls scenarios (run once; the
 output is checked in, so the fixtures stay byte-identical):
 
-- ca.pem / ca.key: a test CA;
+- ca.pem: a test CA (its key is thrown away: nothing signs with it again);
 - db.pem / db.key: a server certificate for *.db-headless.shop.svc (the fixtures'
   cluster `db` in namespace `shop`) signed by it;
 - other.pem: the same key, signed by it, for *.other-headless.shop.svc only (a
@@ -58,7 +58,6 @@ def main():
                 .sign(ca_key, hashes.SHA256()))
 
     write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
-    write("ca.key", pem_key(ca_key))
     write("db.pem", server("db", 2).public_bytes(serialization.Encoding.PEM))
     write("db.key", pem_key(key))
     write("other.pem", server("other", 3).public_bytes(serialization.Encoding.PEM))

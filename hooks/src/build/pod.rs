@@ -60,7 +60,7 @@ pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
     // spec.tls once every server serves it (see [`crate::tls`]): a Job made now
     // verifies; one made before connects as it was made to.
     if c.tls.as_ref().is_some_and(|t| t.verify) {
-        vars.push(env("TLS_MODE", crate::tls::VERIFY));
+        vars.push(env(crate::tls::MODE_ENV, crate::tls::VERIFY));
     }
     vars
 }
@@ -69,7 +69,7 @@ pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
 /// [`script_env`]) gets the CA of `spec.tls`, and nothing else of its Secret.
 pub fn add_job_tls(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) {
     let Some(tls) = c.tls.as_ref().filter(|t| t.verify) else { return };
-    let verifies = |k: &Container| k.env.iter().flatten().any(|e| e.name == "TLS_MODE");
+    let verifies = |k: &Container| k.env.iter().flatten().any(|e| e.name == crate::tls::MODE_ENV);
     let mut any = false;
     for k in spec.init_containers.iter_mut().flatten().chain(spec.containers.iter_mut()).filter(|k| verifies(k)) {
         k.volume_mounts.get_or_insert_with(Vec::new).push(mount(crate::tls::TLS_VOLUME, crate::tls::TLS_DIR, true));
