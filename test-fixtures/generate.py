@@ -493,8 +493,9 @@ def revision_pods(revs, ready=(True, True, True), since="2026-11-29T11:59:00Z"):
 
 def monitoring_scenarios(st, live):
     """The mysqld_exporter sidecar: from the start, turned on for a running cluster
-    (a new pod template: the rollout walks it in), its Secret kept once observed,
-    and resources that cannot be honoured."""
+    (a new pod template: the rollout walks it in), its Secret kept once observed
+    (one made before the Secret held the sidecar's option file keeps the flags it
+    was made with), and resources that cannot be honoured."""
     exporter = {"exporter": {"enabled": True}}
     write("sync", "monitoring-new-cluster", request(parent(monitoring=exporter, flavor="mariadb", version="11.4.4")))
     on = {"exporter": {"enabled": True, "image": "registry.example/mysqld-exporter:v0.20.0",
@@ -504,13 +505,19 @@ def monitoring_scenarios(st, live):
     enabled = response_of("sync", "monitoring-enabled")
     if enabled is not None:
         secret = next(c for c in enabled["children"] if c["kind"] == "Secret" and c["metadata"]["name"] == "db-exporter")
-        # As the API server returns it, with a password other than the one derived now.
-        kept = copy.deepcopy(live)
-        for key, o in observed([secret])["Secret.v1"].items():
-            o["data"] = {"password": "b2JzZXJ2ZWQtZXhwb3J0ZXItcGFzc3dvcmQ="}
-            kept["Secret.v1"][key] = o
-        write("sync", "monitoring-secret-kept", request(parent(status=enabled["status"], monitoring=on), kept,
-                                                        related(*pods([True, True, True]))))
+        password = "observed-exporter-password"
+        cnf = f"[client]\nuser = exporter\npassword = {password}\nsocket = /var/run/mysqld/mysqld.sock\n"
+        b64 = lambda text: base64.b64encode(text.encode()).decode()  # noqa: E731
+        # As the API server returns it, with a password other than the one derived
+        # now; then as a hook from before the option file made it (password only).
+        for name, data in (("monitoring-secret-kept", {"password": b64(password), "my.cnf": b64(cnf)}),
+                           ("monitoring-secret-without-option-file", {"password": b64(password)})):
+            kept = copy.deepcopy(live)
+            for key, o in observed([secret])["Secret.v1"].items():
+                o["data"] = data
+                kept["Secret.v1"][key] = o
+            write("sync", name, request(parent(status=enabled["status"], monitoring=on), kept,
+                                        related(*pods([True, True, True]))))
     bad = {"exporter": {"enabled": True, "resources": {"requests": {"memory": "256Mi"}, "limits": {"memory": "64Mi"}}}}
     write("sync", "monitoring-invalid-resources", request(parent(status=st, monitoring=bad), live,
                                                           related(*pods([True, True, True]))))

@@ -180,7 +180,7 @@ pub struct ExporterSpec {
     pub enabled: bool,
 
     /// The exporter image; default `quay.io/prometheus/mysqld-exporter:v0.20.0`. Any
-    /// `mysqld_exporter` of v0.19 or later (`--mysqld.address=unix://...`) works.
+    /// `mysqld_exporter` that reads `--config.my-cnf` works (0.12 and later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,

@@ -24,6 +24,9 @@ pub const KEYS: [&str; 2] = [ROOT_PASSWORD, REPLICATION_PASSWORD];
 /// The key of the exporter Secret (`<name>-exporter`), which the hook always owns,
 /// also when `spec.credentialsSecretName` names the user's own credentials.
 pub const EXPORTER_PASSWORD: &str = "password";
+/// The exporter Secret's option file for `mysqld_exporter` (`--config.my-cnf`):
+/// its account, password and socket, in the one form every release reads.
+pub const EXPORTER_CNF: &str = "my.cnf";
 
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 

@@ -81,10 +81,16 @@ pub struct Exporter {
     pub image: String,
     /// Canonical quantities.
     pub resources: ResourceRequirements,
+    /// The sidecar logs in with the option file `my.cnf` of its Secret, which
+    /// every `mysqld_exporter` reads (`--config.my-cnf`; 0.12 and later). False
+    /// only for a Secret made by an earlier hook without that key: the Secret is
+    /// never updated (`OnDelete`), so that sidecar keeps the flags it was made with
+    /// (`--mysqld.address`, v0.15 and later) rather than mount a file that is not
+    /// there, which would stop its pod from becoming Ready.
+    pub option_file: bool,
 }
 
-/// The exporter image when `spec.monitoring.exporter.image` is unset: upstream's,
-/// v0.19 or later for `--mysqld.address=unix://...`.
+/// The exporter image when `spec.monitoring.exporter.image` is unset: upstream's.
 pub const DEFAULT_EXPORTER_IMAGE: &str = "quay.io/prometheus/mysqld-exporter:v0.20.0";
 
 /// The data volume claim template's name, fixed: changing it would orphan every
@@ -303,6 +309,8 @@ impl Cluster {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
         };
+        let exporter =
+            exporter(spec.monitoring.as_ref(), running_pod_spec, observed.secret_data(&names.exporter), &mut problems);
         let cluster = Self {
             namespace: parent.metadata.namespace.clone().unwrap_or_default(),
             uid: parent.metadata.uid.clone().unwrap_or_default(),
@@ -324,7 +332,7 @@ impl Cluster {
             scripts_image: scripts_image.to_owned(),
             placement,
             services: spec.services.clone().unwrap_or_default(),
-            exporter: exporter(spec.monitoring.as_ref(), running_pod_spec, &mut problems),
+            exporter,
             tls,
             tls_verdict,
         };
@@ -368,6 +376,7 @@ fn volume_spec(
 fn exporter(
     monitoring: Option<&crate::api::MonitoringSpec>,
     running: Option<&k8s_openapi::api::core::v1::PodSpec>,
+    secret: Option<&BTreeMap<String, k8s_openapi::ByteString>>,
     problems: &mut Vec<Problem>,
 ) -> Option<Exporter> {
     let spec = &monitoring.filter(|m| m.exporter.enabled)?.exporter;
@@ -385,7 +394,11 @@ fn exporter(
                 .unwrap_or_else(default)
         }
     };
-    Some(Exporter { image: spec.image.clone().unwrap_or_else(|| DEFAULT_EXPORTER_IMAGE.to_owned()), resources })
+    Some(Exporter {
+        image: spec.image.clone().unwrap_or_else(|| DEFAULT_EXPORTER_IMAGE.to_owned()),
+        resources,
+        option_file: secret.is_none_or(|d| d.contains_key(crate::credentials::EXPORTER_CNF)),
+    })
 }
 
 fn checked_resources(r: &ResourceRequirements) -> Result<ResourceRequirements, String> {

@@ -15,6 +15,10 @@ exactly the references our pod templates name:
   ``mysql-hook`` binary at ``/usr/local/bin/mysql-hook`` plus the shared libraries it
   links (copied from this Debian host, as ``gcr.io/distroless/cc-debian12`` ships
   them), user 65532 like the published image.
+* ``localhost/mysqld-exporter:<version>-debian``: Debian's
+  ``prometheus-mysqld-exporter`` binary (installed on this host) and the libraries
+  it links, user 65534, as the ``spec.monitoring.exporter.image`` of the real-server
+  loop's monitoring scenario; upstream's image holds the same program, newer.
 * ``registry.k8s.io/pause:<PAUSE_VERSION>``: the ``pause`` binary that
   ``build-components.sh --node`` compiles from Kubernetes' own ``pause.c``.
 
@@ -26,6 +30,7 @@ mirror list; for the others: the binary's content), so a warm run builds nothing
     python3 tests/k8s/images.py mariadb --release-only   # ... of bookworm's release suite
     python3 tests/k8s/images.py hook BIN [REF]   # the hook's image from a binary
     python3 tests/k8s/images.py pause BIN        # the pause image
+    python3 tests/k8s/images.py exporter         # Debian's mysqld_exporter as an image
 """
 
 from __future__ import annotations
@@ -321,49 +326,86 @@ PASSWD = ("root:x:0:0:root:/root:/sbin/nologin\n"
 GROUP = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"
 
 
-def hook_image(binary: Path, ref: str = HOOK_IMAGE) -> Image:
-    """The hook's image: `binary` (debug info stripped) as /usr/local/bin/mysql-hook."""
+def _binary_layer(layer_path: Path, binary: Path, dest: str) -> None:
+    """One layer: `binary` (debug info stripped) at `dest`, the shared libraries it
+    links (copied from this Debian host, as distroless images ship them), /tmp and
+    the users root, nobody and nonroot."""
+    stripped = layer_path.with_name(Path(dest).name)
+    shutil.copy2(binary, stripped)
+    subprocess.run(["strip", "--strip-debug", str(stripped)], check=False)
+    layer = _Layer(layer_path)
+    layer.dir("tmp", 0o1777)
+    layer.dir("home/nonroot", 0o700)
+    layer.file("etc/passwd", PASSWD.encode())
+    layer.file("etc/group", GROUP.encode())
+    for lib in _linked_libraries(stripped):
+        real = lib.resolve()
+        layer.file(real.as_posix().lstrip("/"), real.read_bytes(), 0o755)
+        if real != lib:
+            layer.symlink(lib.as_posix().lstrip("/"), real.as_posix())
+    # Debian's /lib64 is where the loader is looked up; it is a directory here.
+    layer.file(dest.lstrip("/"), stripped.read_bytes(), 0o755)
+    layer.close()
+
+
+def _binary_image(binary: Path, ref: str, stem: str, dest: str, config: dict, keep_one: bool) -> Image:
+    """An image of one binary (see _binary_layer), cached by recipe, reference and
+    the binary's content; `keep_one` drops older tars of the same stem."""
     digest = _sha256_file(binary)
     key = hashlib.sha256(f"{IMAGE_RECIPE} {ref} {digest}".encode()).hexdigest()[:16]
-    out = _cached(f"mysql-hook-{key}.tar")
-    with _Lock(_cached("mysql-hook.lock")):
+    out = _cached(f"{stem}-{key}.tar")
+    with _Lock(_cached(f"{stem}.lock")):
         if out.exists():
             return Image(ref, out)
-        for old in CACHE.glob("mysql-hook-*.tar"):  # one per hook build: keep only the newest
-            old.unlink(missing_ok=True)
+        if keep_one:
+            for old in CACHE.glob(f"{stem}-*.tar"):
+                old.unlink(missing_ok=True)
         t0 = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
         try:
-            stripped = work / "mysql-hook"
-            shutil.copy2(binary, stripped)
-            subprocess.run(["strip", "--strip-debug", str(stripped)], check=False)
             layer_path = work / "layer.tar"
-            layer = _Layer(layer_path)
-            for d in ("tmp",):
-                layer.dir(d, 0o1777)
-            layer.dir("home/nonroot", 0o700)
-            layer.file("etc/passwd", PASSWD.encode())
-            layer.file("etc/group", GROUP.encode())
-            for lib in _linked_libraries(stripped):
-                real = lib.resolve()
-                layer.file(real.as_posix().lstrip("/"), real.read_bytes(), 0o755)
-                if real != lib:
-                    layer.symlink(lib.as_posix().lstrip("/"), real.as_posix())
-            # Debian's /lib64 is where the loader is looked up; it is a directory here.
-            layer.file("usr/local/bin/mysql-hook", stripped.read_bytes(), 0o755)
-            layer.close()
-            config = {"config": {
-                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        "MYSQL_HOOK_LISTEN=0.0.0.0:8080"],
-                "Entrypoint": ["/usr/local/bin/mysql-hook"], "Cmd": ["serve"], "User": "65532:65532",
-                "ExposedPorts": {"8080/tcp": {}},
-                "Labels": {"dev.mysqlhook.test.binary-sha256": digest},
-            }}
+            _binary_layer(layer_path, binary, dest)
+            config = json.loads(json.dumps(config))
+            config["config"].setdefault("Labels", {})["dev.mysqlhook.test.binary-sha256"] = digest
             write_docker_archive(out, ref, [layer_path], config)
-            log(f"hook image {ref} built in {time.monotonic() - t0:.1f}s from {binary} ({out.stat().st_size >> 20} MiB)")
+            log(f"image {ref} built in {time.monotonic() - t0:.1f}s from {binary} ({out.stat().st_size >> 20} MiB)")
             return Image(ref, out)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def hook_image(binary: Path, ref: str = HOOK_IMAGE) -> Image:
+    """The hook's image: `binary` as /usr/local/bin/mysql-hook, user 65532."""
+    config = {"config": {
+        "Env": [PATH_ENV, "MYSQL_HOOK_LISTEN=0.0.0.0:8080"],
+        "Entrypoint": ["/usr/local/bin/mysql-hook"], "Cmd": ["serve"], "User": "65532:65532",
+        "ExposedPorts": {"8080/tcp": {}},
+    }}
+    return _binary_image(binary, ref, "mysql-hook", "/usr/local/bin/mysql-hook", config, keep_one=True)
+
+
+EXPORTER_BINARY = Path("/usr/bin/prometheus-mysqld-exporter")
+
+
+def exporter_image(binary: Path = EXPORTER_BINARY) -> Image:
+    """Debian's mysqld_exporter as /bin/mysqld_exporter, the entrypoint and user
+    (65534) of upstream's quay.io/prometheus/mysqld-exporter, tagged
+    localhost/mysqld-exporter:<its version>-debian."""
+    if not binary.exists():
+        raise ImageError(f"no {binary}: apt-get install prometheus-mysqld-exporter (the exporter image holds it)")
+    out = subprocess.run([str(binary), "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m = re.search(r"version (\d+\.\d+\.\d+)", out.stdout)
+    if not m:
+        raise ImageError(f"{binary} --version says no version: {out.stdout[:200]!r}")
+    config = {"config": {
+        "Env": [PATH_ENV], "Entrypoint": ["/bin/mysqld_exporter"], "User": "65534:65534",
+        "ExposedPorts": {"9104/tcp": {}},
+    }}
+    ref = f"localhost/mysqld-exporter:{m.group(1)}-debian"
+    return _binary_image(binary, ref, "mysqld-exporter", "/bin/mysqld_exporter", config, keep_one=True)
 
 
 # -------------------------------------------------------------------------- pause
@@ -401,6 +443,8 @@ def main(argv: list[str]) -> int:
             img = mariadb_image(release_only="--release-only" in argv[1:])
         elif argv[0] == "hook" and len(argv) >= 2:
             img = hook_image(Path(argv[1]), *(argv[2:3] or [HOOK_IMAGE]))
+        elif argv[0] == "exporter":
+            img = exporter_image(*(Path(a) for a in argv[1:2]))
         elif argv[0] == "pause" and len(argv) == 2:
             img = pause_image(Path(argv[1]), os.environ.get("PAUSE_VERSION", "3.10"))
         else:

@@ -56,7 +56,9 @@ from typing import Any, Callable
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "observability"))
 import components  # noqa: E402
+import prom  # noqa: E402
 import images  # noqa: E402
 import realnode  # noqa: E402
 from harness import REPO, ApiError, Cluster, HarnessError, load_versions  # noqa: E402
@@ -1147,6 +1149,122 @@ def s10_tls(run: Run) -> None:
     say(f"switchover to {target} by {job['metadata']['name']} (TLS_MODE=verify); {target} accepted {ssl} TLS sessions")
 
 
+# The replication alert's `for` here: the shipped 2 minutes would only make the
+# scenario longer (tests/observability/live.py shortens it the same way).
+MONITORING_FOR = {"MySQLReplicationStopped": "15s"}
+
+
+def exporter_targets(db: Db) -> list[tuple[str, dict[str, str]]]:
+    """Every server pod's exporter (pod IP, port 9104) with the labels the
+    `monitoring` component's PodMonitor gives it."""
+    return [(f"{p['status']['podIP']}:9104", {"namespace": db.namespace, "name": db.name, "pod": p["metadata"]["name"]})
+            for p in db.pods()]
+
+
+def alert_timed(p: prom.Prometheus, name: str, since: float, timeout: float, /, **labels: str) -> float:
+    try:
+        p.wait_for_alert(name, "firing", timeout, **labels)
+    except AssertionError as e:
+        raise StepFailed(f"{name}{labels} did not fire: {e}; alerts: {[a['labels'] for a in p.alerts()]}") from None
+    took = time.monotonic() - since
+    say(f"{name}{labels} fires {took:.0f}s after the fault")
+    return took
+
+
+def resolve_timed(p: prom.Prometheus, name: str, since: float, timeout: float, /, **labels: str) -> float:
+    try:
+        p.wait_for_no_alert(name, timeout, **labels)
+    except AssertionError as e:
+        raise StepFailed(f"{name}{labels} did not resolve: {e}") from None
+    took = time.monotonic() - since
+    say(f"{name}{labels} resolved {took:.0f}s after the repair")
+    return took
+
+
+def s11_monitoring(run: Run) -> None:
+    """spec.monitoring.exporter in real pods: Debian's mysqld_exporter 0.14 as the
+    sidecar, logged in with its Secret's option file; a real Prometheus scrapes it
+    and the hook and evaluates the shipped rules: killing the primary's mysqld fires
+    MySQLNoWritablePrimary, which resolves after the failover; a replica's stopped
+    SQL thread fires MySQLReplicationStopped, which resolves once it runs again."""
+    ns = "mon"
+    run.k8s.ensure_namespace(ns)
+    image = run.facts["exporter_image"]
+    # A 60 s failover grace period: the primary alert's shipped `for` is 30 s, and
+    # the writes stop about 8 s longer than the grace period (scenario 2).
+    run.k8s.create(mysql_object(run, ns, deletionPolicy="Delete", failover={"enabled": True, "gracePeriodSeconds": 60},
+                                monitoring={"exporter": {"enabled": True, "image": image}}))
+    db = run.db(ns)
+    st = db.wait_running(3, timeout=900)
+    judge = run.judge(db)
+    judge.start()
+    judge.wait_writes(time.monotonic() - 1, count=20, timeout=120)
+    sidecar = next(c for c in db.pods()[0]["spec"]["containers"] if c["name"] == "exporter")
+    if not any(a.startswith("--config.my-cnf=") for a in sidecar.get("args") or []):
+        raise StepFailed(f"the exporter sidecar does not read its Secret's option file: {sidecar.get('args')}")
+    hook = run.facts["hook_url"].removeprefix("http://")
+    rules = prom.with_for(prom.shipped_rules(), MONITORING_FOR)
+    keep = os.environ.get("MYSQL_HOOK_K8S_LOGS")
+    with prom.Prometheus([prom.Target("mysql-hook", hook, honor_labels=True),
+                          prom.Target("mysql", exporter_targets(db))], rules=rules, keep_dir=keep) as p:
+        p.wait_for_targets_up(120)
+        up = p.wait_for(lambda: (r := p.query(f'count(mysql_up{{namespace="{ns}"}} == 1)')) and r[0]["value"][1] == "3"
+                        and p.query(f'cluster:mysql_server_writable:count{{namespace="{ns}",name="db"}} == 1'), 60,
+                        "mysql_up 1 from all three exporters and one writable server")
+        say(f"Prometheus ({p.binary}) scrapes the hook and 3 exporter sidecars ({image}): all log in, one writable "
+            f"server ({up[0]['value'][1]})")
+        firing = [a["labels"]["alertname"] for a in p.alerts()
+                  if a["labels"].get("namespace") == ns and a["state"] == "firing"]
+        if firing:
+            raise StepFailed(f"alerts firing for the healthy cluster {ns}/db: {firing}")
+
+        # The primary's mysqld dies: the hook's and the exporters' view agree.
+        primary = st["primary"]
+        before = st.get("roleChanges") or []
+        t = time.monotonic()
+        kill_mysqld(db, primary)
+        alert_timed(p, "MySQLNoWritablePrimary", t, 180, namespace=ns, name="db")
+        resumed = judge.wait_writes(t + 0.5, count=20, timeout=300)
+        say(f"writes acknowledged again {resumed - t:.0f}s after the kill")
+        resolve_timed(p, "MySQLNoWritablePrimary", resumed, 180, namespace=ns, name="db")
+        st = db.wait_running(3, timeout=600)
+        # The role change is recorded when the hook sees its Job succeeded (possibly
+        # a re-promotion of the restarted old primary, as in scenario 2).
+        try:
+            db.wait(f"a failover from {primary}", lambda: any(c[0] == "Failover" and c[1] == primary
+                                                               for c in role_changes(db, before)), 60)
+        except StepFailed:
+            raise StepFailed(f"no failover from {primary} recorded: {role_changes(db, before)}") from None
+        st = db.status()
+        say(f"role changes: {role_changes(db, before)}; primary {st['primary']}")
+
+        # A replica's SQL thread stops on a row it holds that the primary then writes.
+        primary = st["primary"]
+        replica = next(q["metadata"]["name"] for q in db.pods() if q["metadata"]["name"] != primary)
+        db.sql(primary, "CREATE TABLE IF NOT EXISTS app.mon_probe (n INT PRIMARY KEY)")
+        db.wait(f"app.mon_probe on {replica}",
+                lambda: db.sql(replica, "SHOW TABLES FROM app LIKE 'mon_probe'"), 60)
+        ip = db.pod(replica)["status"]["podIP"]  # type: ignore[index]
+        with db.connect(ip) as c:
+            c.query("SET SESSION sql_log_bin = 0")
+            c.query("INSERT INTO app.mon_probe VALUES (1)")
+        t = time.monotonic()
+        db.sql(primary, "INSERT INTO app.mon_probe VALUES (1)")
+        alert_timed(p, "MySQLReplicationStopped", t, 180, namespace=ns, pod=replica)
+        errno = channel(db, replica).get("Last_SQL_Errno")
+        with db.connect(ip) as c:
+            c.query("SET SESSION sql_log_bin = 0")
+            c.query("DELETE FROM app.mon_probe WHERE n = 1")
+            c.query("START SLAVE SQL_THREAD")
+        t2 = time.monotonic()
+        resolve_timed(p, "MySQLReplicationStopped", t2, 180, namespace=ns, pod=replica)
+        say(f"{replica}'s SQL thread stopped on error {errno}; applying again after the row was removed")
+        bad = p.rule_health()
+        if bad:
+            raise StepFailed(f"rules failed to evaluate: {json.dumps(bad)[:1000]}")
+    db.wait_running(3, timeout=300)
+
+
 def s8_retain_recreate(run: Run) -> None:
     """Delete with deletionPolicy Retain while the primary is at ordinal 2 and ordinal 0
     lags (its mysqld hung), then create the same MySQL again over the volumes."""
@@ -1331,6 +1449,8 @@ SCENARIOS = [
     Scenario("3", "single server: mysqld killed -> writable again", s3_single_restart, ("single", "db"),
              cleanup_ns("single")),
     Scenario("9", "status subresource wiped", s9_status_wiped, ("wipe", "db"), cleanup_ns("wipe")),
+    Scenario("11", "exporter sidecars + Prometheus: primary and replication alerts fire and resolve",
+             s11_monitoring, ("mon", "db"), cleanup_ns("mon")),
 ]
 # Not run by default (timing-dependent, see EXPECTED_FAILURES): python3 real_servers.py --only 1b
 EXTRA_SCENARIOS = [
@@ -1495,13 +1615,15 @@ def run_all(args: argparse.Namespace) -> int:
     mariadb = images.mariadb_image()
     previous = images.mariadb_image(release_only=True)
     hook_img = images.hook_image(hook_bin)
+    prom.mysqld_exporter_binary()  # installed from Debian when missing
+    exporter = images.exporter_image()
     pause = images.pause_image(bin_dir / "pause", load_versions().get("PAUSE_VERSION", "3.10"))
     version = mariadb.ref.rsplit(":", 1)[1]
-    node_images = [pause, mariadb, hook_img]
+    node_images = [pause, mariadb, hook_img, exporter]
     if previous.ref != mariadb.ref:
         node_images.append(previous)
     say(f"images ready ({time.monotonic() - t:.0f}s): {mariadb.ref} (Debian {mariadb.note}), {previous.ref} "
-        f"(Debian {previous.note}, the rollout's other version), {hook_img.ref}, {pause.ref}")
+        f"(Debian {previous.note}, the rollout's other version), {hook_img.ref}, {exporter.ref}, {pause.ref}")
 
     selected = [s for s in SCENARIOS + EXTRA_SCENARIOS
                 if (s in SCENARIOS and not args.only) or (args.only and s.key in args.only.split(","))]
@@ -1519,7 +1641,7 @@ def run_all(args: argparse.Namespace) -> int:
         components.start_controllers(k8s, bin_dir, components.CONTROLLERS + (
             "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
             "persistentvolume-protection-controller"))
-        with realnode.RealNode(k8s, bin_dir, node_images, volumes=24) as node:
+        with realnode.RealNode(k8s, bin_dir, node_images, volumes=30) as node:
             # One line per sync on roles (src/role_trace.rs): a role change recorded late is
             # explained by the syncs around it (kept with MYSQL_HOOK_K8S_LOGS).
             os.environ.setdefault("RUST_LOG", "info,mysql_hook::role_trace=debug")
@@ -1532,6 +1654,8 @@ def run_all(args: argparse.Namespace) -> int:
             recorder.start()
             run = Run(k8s, node, procs_ok, version, recorder)
             run.facts["rollout_version"] = previous.ref.rsplit(":", 1)[1]
+            run.facts["exporter_image"] = exporter.ref
+            run.facts["hook_url"] = hook_url
             try:
                 for sc in selected:
                     row = run_scenario(run, sc)

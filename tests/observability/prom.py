@@ -279,8 +279,9 @@ class Prometheus:
 
 
 class MysqldExporter:
-    """Debian's prometheus-mysqld-exporter (0.14: DATA_SOURCE_NAME) logged in
-    through a server's socket, on 127.0.0.1:<free port>."""
+    """Debian's prometheus-mysqld-exporter logged in through a server's socket,
+    on 127.0.0.1:<free port>, with an option file of the form the hook puts in the
+    sidecar's Secret (`[client]` user, password, socket; `--config.my-cnf`)."""
 
     def __init__(self, socket_path: str | Path, user: str, password: str):
         self.binary = mysqld_exporter_binary()
@@ -288,7 +289,10 @@ class MysqldExporter:
         self.address = f"127.0.0.1:{self.port}"
         self.dir = Path(tempfile.mkdtemp(prefix="mysql-hook-exporter-"))
         self.log = self.dir / "exporter.log"
-        self.env = dict(os.environ, DATA_SOURCE_NAME=f"{user}:{password}@unix({socket_path})/")
+        self.cnf = self.dir / "my.cnf"
+        self.cnf.write_text(f"[client]\nuser = {user}\npassword = {password}\nsocket = {socket_path}\n")
+        self.cnf.chmod(0o600)
+        self.env = {k: v for k, v in os.environ.items() if k != "DATA_SOURCE_NAME"}
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "MysqldExporter":
@@ -298,7 +302,7 @@ class MysqldExporter:
         self.stop()
 
     def start(self) -> "MysqldExporter":
-        args = [self.binary, f"--web.listen-address={self.address}", f"--config.my-cnf={self.dir / 'none.cnf'}"]
+        args = [self.binary, f"--web.listen-address={self.address}", f"--config.my-cnf={self.cnf}"]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(args, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True, preexec_fn=_die_with_parent)

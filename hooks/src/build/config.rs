@@ -97,9 +97,28 @@ pub fn exporter_secret(c: &Cluster, observed: Option<&BTreeMap<String, ByteStrin
     Secret {
         metadata: meta(&c.names.exporter, labels::common(&c.names, labels::DATABASE)),
         type_: Some("Opaque".to_owned()),
-        data: Some(credentials::exporter_data(observed, entropy, &c.uid)),
+        data: Some(exporter_data(observed, entropy, &c.uid)),
         ..Default::default()
     }
+}
+
+/// The exporter's password and, beside it, the option file the sidecar logs in
+/// with (see [`crate::model::Exporter::option_file`]), derived from the password.
+fn exporter_data(
+    observed: Option<&BTreeMap<String, ByteString>>,
+    entropy: &[u8; 32],
+    uid: &str,
+) -> BTreeMap<String, ByteString> {
+    let mut data = credentials::exporter_data(observed, entropy, uid);
+    let password = data.get(credentials::EXPORTER_PASSWORD).map(|p| String::from_utf8_lossy(&p.0).into_owned());
+    let cnf = format!(
+        "[client]\nuser = {}\npassword = {}\nsocket = {}\n",
+        crate::build::statefulset::EXPORTER_USER,
+        password.unwrap_or_default(),
+        crate::build::statefulset::SOCKET
+    );
+    data.insert(credentials::EXPORTER_CNF.to_owned(), ByteString(cnf.into_bytes()));
+    data
 }
 
 /// The credentials Secret, when the hook owns it. Observed values are kept.

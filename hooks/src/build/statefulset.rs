@@ -295,7 +295,9 @@ const DATA_DIR_VOLUME: &str = DATA_VOLUME;
 /// The socket the exporter logs in through: mysqld's own in both images, on the
 /// `run` emptyDir the containers share. A socket login is how MySQL 8.4's default
 /// `caching_sha2_password` works without TLS, and it keeps the account local.
-const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
+pub const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
+/// The exporter's account (`exporter-user.sh` makes it: `'exporter'@'localhost'`).
+pub const EXPORTER_USER: &str = "exporter";
 /// The exporter's port.
 pub const EXPORTER_PORT: i32 = 9104;
 
@@ -317,25 +319,35 @@ const EXPORTER_SECRET_DIR: &str = "/etc/mysql-hook-exporter";
 /// The `mysqld_exporter` sidecar, when asked for. It has no probes on purpose: a
 /// container that is not Ready makes the pod not Ready, and a primary pod that is
 /// not Ready is failed over; an exporter that cannot log in says so itself
-/// (`mysql_up 0`). It mounts only the socket's directory, read-only.
+/// (`mysql_up 0`). It mounts only the socket's directory, read-only, and its
+/// Secret's option file (`--config.my-cnf`, read by every release: Debian's 0.14
+/// as well as upstream's current ones).
 fn exporter(c: &Cluster) -> Option<Container> {
     let e = c.exporter.as_ref()?;
+    let listen = format!("--web.listen-address=:{EXPORTER_PORT}");
+    let socket = pod::mount("run", "/var/run/mysqld", true);
+    let (args, env, mounts) = if e.option_file {
+        let cnf = format!("--config.my-cnf={EXPORTER_SECRET_DIR}/{}", credentials::EXPORTER_CNF);
+        (vec![cnf, listen], None, vec![socket, pod::mount("exporter-secret", EXPORTER_SECRET_DIR, true)])
+    } else {
+        // A Secret from before the option file: the flags it was made with.
+        let args =
+            vec![format!("--mysqld.address=unix://{SOCKET}"), format!("--mysqld.username={EXPORTER_USER}"), listen];
+        let env = pod::secret_env("MYSQLD_EXPORTER_PASSWORD", &c.names.exporter, credentials::EXPORTER_PASSWORD);
+        (args, Some(vec![env]), vec![socket])
+    };
     Some(Container {
         name: crate::model::EXPORTER.to_owned(),
         image: Some(e.image.clone()),
-        args: Some(vec![
-            format!("--mysqld.address=unix://{SOCKET}"),
-            "--mysqld.username=exporter".to_owned(),
-            format!("--web.listen-address=:{EXPORTER_PORT}"),
-        ]),
-        env: Some(vec![pod::secret_env("MYSQLD_EXPORTER_PASSWORD", &c.names.exporter, credentials::EXPORTER_PASSWORD)]),
+        args: Some(args),
+        env,
         ports: Some(vec![ContainerPort {
             name: Some("metrics".to_owned()),
             container_port: EXPORTER_PORT,
             ..Default::default()
         }]),
         resources: Some(e.resources.clone()),
-        volume_mounts: Some(vec![pod::mount("run", "/var/run/mysqld", true)]),
+        volume_mounts: Some(mounts),
         security_context: Some(pod::container_security()),
         ..Default::default()
     })
