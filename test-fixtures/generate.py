@@ -1082,7 +1082,8 @@ def backup_scenarios(running, st, live, deleting):
                                      '{"result":"bootstrapped","primary":"db-0","semiSync":true}')), nightly)))
     s3_restore = {"storage": {"s3": {"bucket": "db-backups", "prefix": "shop/db", "credentialsSecret": "backup-s3",
                                      "endpoint": "https://minio.storage.svc:9000"}},
-                  "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500"}
+                  "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500",
+                  "timeoutSeconds": 86400}
     if new_r is not None:
         write("sync", "restore-pitr-s3", request(parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
                                                   with_s3_secret(related(*pods([True, False, False])))))

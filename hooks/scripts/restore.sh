@@ -24,9 +24,17 @@
 # dumped) table _mysqlhook.restore; a rerun after success reports the same
 # result, a rerun after a crash starts the load again (the dump drops and
 # recreates its schemas).  A server with other data is refused.
+# Time: the Job's deadline (RESTORE_DEADLINE_SECONDS, spec.restore.timeoutSeconds,
+# default 6 h) bounds the whole restore; the dump's load (LOAD_TIMEOUT) and the
+# replay (REPLAY_TIMEOUT) may each use all of it unless set lower, so a large
+# dump is never killed by a fixed limit of its own (issue 19.7).
 SCRIPT_NAME=restore
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+deadline=${RESTORE_DEADLINE_SECONDS:-21600}
+[[ $deadline =~ ^[1-9][0-9]*$ ]] || fail bad-env "RESTORE_DEADLINE_SECONDS '$deadline' is not a number of seconds"
+LOAD_TIMEOUT=${LOAD_TIMEOUT:-$deadline}
+REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-$deadline}
 target=${POD_NAME:-${POD_NAMES[0]}}
 is_member "$target" || fail bad-env "POD_NAME '$target' is not in PODS"
 from=${RESTORE_FROM:-}
@@ -109,7 +117,7 @@ sql "$target" "$SQL_NO_BINLOG
   REPLACE INTO _mysqlhook.restore VALUES (1, 'loading', $(sql_quote "$key"), NULL)"
 
 log "loading $dump"
-{ printf '%s\n' "$SQL_NO_BINLOG"; dump_cat "$dump"; } | SQL_TIMEOUT=${LOAD_TIMEOUT:-7200} sql_stdin "$target"
+{ printf '%s\n' "$SQL_NO_BINLOG"; dump_cat "$dump"; } | SQL_TIMEOUT=$LOAD_TIMEOUT sql_stdin "$target"
 if [ -f "$from/accounts.sql" ]; then
   log "loading $from/accounts.sql"
   { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/accounts.sql"; } | sql_stdin "$target"

@@ -813,6 +813,15 @@ pub struct RestoreSpec {
     /// anything is loaded. Opted in like S3 credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<SecretKeyRef>,
+
+    /// How long each server's restore may take, in seconds: download, checks, the
+    /// dump's load and the binary log replay together (its Job's
+    /// `activeDeadlineSeconds`); default 21600 (6 h). The load and the replay may
+    /// each use all of it: no step is cut short by a fixed limit of its own. Set it
+    /// from the size of the data (at 1 GB a load took 98 s here, docs/performance.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 600, max = 2_592_000))]
+    pub timeout_seconds: Option<i64>,
 }
 
 /// Progress of a backup or a restore.

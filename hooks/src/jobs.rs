@@ -176,17 +176,21 @@ pub fn outcome_of_job(job: &Job, pods: &[&Pod]) -> Outcome {
                     _ => None,
                 })
                 .max_by(|a, b| a.0.cmp(&b.0));
-            let reason = job
+            let failed = job
                 .status
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Failed"))
-                .and_then(|c| c.reason.clone());
+                .and_then(|c| c.iter().find(|c| c.type_ == "Failed"));
+            let reason = failed.and_then(|c| c.reason.clone());
+            // Without a failed pod to say why, the Job controller's own words (for
+            // example `DeadlineExceeded`: "Job was active longer than specified
+            // deadline", whose pods it deleted).
+            let message = failed.and_then(|c| c.message.clone()).filter(|m| !m.is_empty());
             let result = newest_failure.map_or_else(
                 || ScriptResult {
                     result: "error".to_owned(),
                     reason,
-                    message: Some("the Job failed".to_owned()),
+                    message: Some(message.unwrap_or_else(|| "the Job failed".to_owned())),
                     ..ScriptResult::default()
                 },
                 |(_, r)| r,
@@ -322,6 +326,27 @@ mod tests {
         // Only more failures than the backoff limit fail a CronJob's Job.
         assert_eq!(outcome_from_pods(&[&p], 2), Outcome::Running);
         assert!(matches!(outcome_from_pods(&[&p, &p, &p], 2), Outcome::Failed(..)));
+    }
+
+    #[test]
+    fn a_job_ended_by_its_deadline_says_so() {
+        use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+        let job = Job {
+            status: Some(JobStatus {
+                failed: Some(1),
+                conditions: Some(vec![JobCondition {
+                    type_: "Failed".to_owned(),
+                    status: "True".to_owned(),
+                    reason: Some("DeadlineExceeded".to_owned()),
+                    message: Some("Job was active longer than specified deadline".to_owned()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let Outcome::Failed(r, _) = outcome_of_job(&job, &[]) else { panic!("not failed") };
+        assert_eq!(r.explain(), "DeadlineExceeded: Job was active longer than specified deadline");
     }
 
     #[test]

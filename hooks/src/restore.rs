@@ -242,6 +242,7 @@ fn plan_from(
                 labels: pod_labels,
                 verify_key: spec.signing_key.as_ref(),
                 work_volume_size: parent.spec.backup.as_ref().and_then(|b| b.work_volume_size.clone()),
+                deadline_seconds: spec.timeout_seconds.unwrap_or(backup::DEADLINE_SECONDS),
             })),
             ..Default::default()
         };

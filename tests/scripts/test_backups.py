@@ -381,3 +381,45 @@ def test_dumps_are_gzipped_and_uncompressed_backups_still_restore(cluster, world
     finally:
         empty.close()
     REPORT.append(f"compression: dump {raw} bytes, gzip -1 {packed} bytes; both restore to the same rows")
+
+
+# ------------------------------------------------------------------- 19.7
+
+def test_the_load_may_use_the_whole_restore_deadline_and_no_more(cluster, world, request):
+    """The dump's load is bounded by the restore's deadline
+    (RESTORE_DEADLINE_SECONDS, the Job's activeDeadlineSeconds from
+    spec.restore.timeoutSeconds), not by a fixed limit of its own: with a
+    deadline shorter than the load the restore fails and says so; with room it
+    loads; a deadline that is not a number of seconds is refused."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    p.query("CREATE TABLE hook.big (n INT PRIMARY KEY, pad VARCHAR(255) NOT NULL)")
+    # 400000 rows of 200 bytes: 1000 x 400 (the rendered my.cnf keeps recursion at 1000).
+    p.query("INSERT INTO hook.big WITH RECURSIVE a(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM a WHERE i < 999), "
+            "b(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM b WHERE j < 399) "
+            "SELECT j * 1000 + i + 1, REPEAT('x', 200) FROM a, b")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    backup(cluster, bdir, "big", PRIMARY="db-0")
+    target = fresh(world, "deadline-short")
+    try:
+        t = time.monotonic()
+        short = restore(world, target, bdir / "big", RESTORE_DEADLINE_SECONDS=1)
+        took = time.monotonic() - t
+        assert short.rc != 0 and short.json.get("result") != "restored", short
+    finally:
+        target.kill()
+    target = fresh(world, "deadline-room")
+    try:
+        t = time.monotonic()
+        ok = restore(world, target, bdir / "big", RESTORE_DEADLINE_SECONDS=600)
+        loaded = time.monotonic() - t
+        assert ok.rc == 0 and ok.json["result"] == "restored", ok
+        assert target.value("SELECT COUNT(*) FROM hook.big") == "400000"
+    finally:
+        target.kill()
+    assert loaded > 2, f"the load took {loaded:.1f}s: too fast to show a 1 s deadline cutting it"
+    bad = restore(world, fresh(world, "deadline-bad"), bdir / "big", RESTORE_DEADLINE_SECONDS="6h")
+    assert bad.rc != 0 and bad.json["reason"] == "bad-env", bad
+    REPORT.append(f"restore deadline: 1 s cut the load ({short.json.get('reason')}, {took:.1f}s); "
+                  f"600 s let it load 400000 rows in {loaded:.1f}s")

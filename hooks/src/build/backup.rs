@@ -43,8 +43,9 @@ pub const DEFAULT_UPLOADER_IMAGE: &str = "amazon/aws-cli:2.9.19";
 const PVC_MOUNT: &str = "/backups";
 /// The scratch volume an S3 backup is staged in.
 const STAGING: &str = "/backup";
-/// A backup or restore may take long; bounded all the same.
-const DEADLINE_SECONDS: i64 = 6 * 3600;
+/// A backup or restore may take long; bounded all the same (a restore's by
+/// `spec.restore.timeoutSeconds` when set).
+pub const DEADLINE_SECONDS: i64 = 6 * 3600;
 /// A failed attempt is retried this many times (the scripts are idempotent).
 pub const BACKOFF_LIMIT: i32 = 2;
 
@@ -190,7 +191,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         with_key(server, &mut volumes, b.signing_key, "BACKUP_SIGNING_KEY_FILE");
     }
     volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
-    job_spec(c, &b.labels, init, main, volumes)
+    job_spec(c, &b.labels, init, main, volumes, DEADLINE_SECONDS)
 }
 
 /// One restore pod: loads the backup into the server `target`.
@@ -208,6 +209,8 @@ pub struct RestorePod<'a> {
     pub verify_key: Option<&'a SecretKeyRef>,
     /// Size limit of the S3 staging volume.
     pub work_volume_size: Option<Quantity>,
+    /// The Job's deadline, which the script's load and replay may use whole.
+    pub deadline_seconds: i64,
 }
 
 /// The Job spec of a restore.
@@ -215,7 +218,11 @@ pub struct RestorePod<'a> {
 pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     let c = r.cluster;
     let mut env = pod::script_env(c);
-    env.extend([pod::env("POD_NAME", r.target.as_str()), pod::env("TERMINATION_LOG", "/dev/termination-log")]);
+    env.extend([
+        pod::env("POD_NAME", r.target.as_str()),
+        pod::env("TERMINATION_LOG", "/dev/termination-log"),
+        pod::env("RESTORE_DEADLINE_SECONDS", r.deadline_seconds.to_string()),
+    ]);
     if let Some(until) = &r.until {
         env.push(pod::env("RESTORE_UNTIL", until.as_str()));
     }
@@ -269,7 +276,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         with_key(&mut main, &mut volumes, r.verify_key, "RESTORE_VERIFY_KEY_FILE");
     }
     volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
-    job_spec(c, &r.labels, init, main, volumes)
+    job_spec(c, &r.labels, init, main, volumes, r.deadline_seconds)
 }
 
 /// The CronJob `<name>-backup` of scheduled backups. Jobs never overlap; each
@@ -301,10 +308,11 @@ fn job_spec(
     init: Vec<Container>,
     main: Container,
     volumes: Vec<Volume>,
+    deadline_seconds: i64,
 ) -> JobSpec {
     let mut spec = JobSpec {
         backoff_limit: Some(BACKOFF_LIMIT),
-        active_deadline_seconds: Some(DEADLINE_SECONDS),
+        active_deadline_seconds: Some(deadline_seconds),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
             spec: Some(PodSpec {
