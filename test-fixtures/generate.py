@@ -952,11 +952,11 @@ def backed_up(name, source="db-1", location=None, finished="2026-11-29T03:00:42Z
                       separators=(",", ":"))
 
 
-def mysql_backup(name="nightly", cluster="db", status=None):
+def mysql_backup(name="nightly", cluster="db", status=None, verify=False):
     b = {"apiVersion": "mysqlhook.dev/v1alpha1", "kind": "MySQLBackup",
          "metadata": {"name": name, "namespace": NS, "uid": BACKUP_UID, "generation": 1, "resourceVersion": "51000",
                       "creationTimestamp": "2026-11-29T11:59:00Z"},
-         "spec": {"cluster": cluster}}
+         "spec": {"cluster": cluster, **({"verify": True} if verify else {})}}
     if status is not None:
         b["status"] = status
     return b
@@ -996,6 +996,8 @@ def backup_scenarios(running, st, live, deleting):
     signed = dict(PVC_BACKUP, signingKey={"name": "backup-signing"})
     write("sync", "backup-signed", request(parent(status=st, backup=signed), live, with_signing_key(ready3)))
     write("sync", "backup-signing-key-not-opted-in", request(parent(status=st, backup=signed), live, ready3))
+    # Issue 19.6: every backup restored into a throwaway server before it counts.
+    write("sync", "backup-verify", request(parent(status=st, backup=dict(PVC_BACKUP, verify=True)), live, ready3))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
@@ -1168,6 +1170,29 @@ def backup_scenarios(running, st, live, deleting):
                                                       pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 1, err)], "Failed")]))
         write("backup-sync", "cluster-deleted-during-backup", backup_request(running_b, observed_job("running"), [],
                                                                              [script_pod(bname, blabels, [("backup", None, None)], "Running")]))
+        # Issue 19.6: spec.verify. The Job restores the backup into a throwaway
+        # server before it counts; the status says it did, or why it failed.
+        write("backup-sync", "running-verify", backup_request(mysql_backup(verify=True), mysqls=[backup_cluster],
+                                                               pods=pods([True, False, True])))
+        rv = response_of("backup-sync", "running-verify")
+        if rv is not None and jobs_of(rv):
+            vjob = jobs_of(rv)[0]
+            vname = vjob["metadata"]["name"]
+            vobs = observed([vjob], {vname: "succeeded"})["Job.batch/v1"]
+            for j in vobs.values():
+                j["metadata"]["ownerReferences"][0].update({"kind": "MySQLBackup", "name": "nightly", "uid": BACKUP_UID})
+            verified = json.loads(backed_up(vname, source="db-2", finished="2026-11-29T11:58:19Z"))
+            verified.update({"verifiedTables": 12, "verifySeconds": 41, "verified": True})
+            running_v = mysql_backup(status=dict(rv["status"], startTime="2026-11-29T11:57:58Z"), verify=True)
+            write("backup-sync", "succeeded-verified", backup_request(
+                running_v, list(vobs.values()), [backup_cluster],
+                pods([True, True, True]) + [script_pod(vname, blabels, [("backup", 0, json.dumps(verified, separators=(",", ":")))], "Succeeded")]))
+            for j in vobs.values():
+                j["status"] = observed([vjob], {vname: "failed"})["Job.batch/v1"][next(iter(vobs))]["status"]
+            verr = json.dumps({"result": "error", "reason": "verify-failed", "message": "the backup did not restore into a throwaway server: the backup does not restore: script-failed: restore: line 112: sql_stdin (exit 1)"}, separators=(",", ":"))
+            write("backup-sync", "failed-verification", backup_request(
+                running_v, list(vobs.values()), [backup_cluster],
+                pods([True, True, True]) + [script_pod(vname, blabels, [("backup", 1, verr)], "Failed")]))
         sb = response_of("backup-sync", "succeeded")
         if sb is not None:
             write("backup-sync", "succeeded-kept", backup_request(mysql_backup(status=sb["status"]), observed_job("succeeded"), [backup_cluster], pods([True, True, True])))

@@ -21,6 +21,9 @@
 #   SHA256SUMS     sha256sum -c format, over everything above
 #   manifest.json  time, source, gtid, sizes, sha256
 #   result.json    the result line
+# With BACKUP_VERIFY=true the finished backup is first restored into a
+# throwaway server in this pod (verify.sh, issue 19.6); the result then says
+# "verified":true with the tables found and the seconds it took.
 # Source (issue 19.9): the current primary is the one member that is writable,
 # whatever PRIMARY said when the Job was created (a stale PRIMARY is logged);
 # no writable member, or two, fails the backup.  The source is the first
@@ -43,6 +46,11 @@ BACKUP_COMPRESSION=${BACKUP_COMPRESSION:-gzip}
 case $BACKUP_COMPRESSION in
   gzip|none) ;;
   *) fail bad-env "BACKUP_COMPRESSION '$BACKUP_COMPRESSION' must be gzip or none" ;;
+esac
+BACKUP_VERIFY=${BACKUP_VERIFY:-false}
+case $BACKUP_VERIFY in
+  true|false) ;;
+  *) fail bad-env "BACKUP_VERIFY '$BACKUP_VERIFY' must be true or false" ;;
 esac
 
 dir=${BACKUP_DIR:-} name=${BACKUP_NAME:-}
@@ -168,6 +176,23 @@ if [ -n "${BACKUP_SIGNING_KEY_FILE:-}" ]; then
   [ -r "$BACKUP_SIGNING_KEY_FILE" ] || fail bad-env "BACKUP_SIGNING_KEY_FILE is not readable"
   sign_backup "$work" "$BACKUP_SIGNING_KEY_FILE"
   r_raw signed true
+fi
+
+# Verification (BACKUP_VERIFY=true, issue 19.6): the finished backup is
+# restored into a throwaway server in this pod (verify.sh) before it counts:
+# one that does not restore fails here, is never renamed into place, and lets
+# retention remove nothing.
+if [ "$BACKUP_VERIFY" = true ]; then
+  log "verifying $work: restoring it into a throwaway server"
+  vline=$(RESTORE_VERIFY_KEY_FILE=${BACKUP_SIGNING_KEY_FILE:-} TERMINATION_LOG=/dev/null \
+    bash "$SCRIPTS_DIR/verify.sh" "$work" | tail -n 1) || true
+  if [[ $vline != *'"result":"verified"'* ]]; then
+    [[ $vline =~ \"message\":\"([^\"]*)\" ]] && vmsg=${BASH_REMATCH[1]} || vmsg=$vline
+    fail verify-failed "the backup did not restore into a throwaway server: $vmsg"
+  fi
+  [[ $vline =~ \"tables\":([0-9]+) ]] && r_raw verifiedTables "${BASH_REMATCH[1]}"
+  [[ $vline =~ \"seconds\":([0-9]+) ]] && r_raw verifySeconds "${BASH_REMATCH[1]}"
+  r_raw verified true
 fi
 
 r_str location "$final"

@@ -684,6 +684,15 @@ pub struct BackupSpec {
     /// credentials (label `mysqlhook.dev/backup-credentials: "true"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<SecretKeyRef>,
+
+    /// Prove every backup restores before it counts: the backup's pod restores it
+    /// into a throwaway server of the cluster's image (`verify.sh`: its own data
+    /// directory in the pod's `/tmp`, which needs about the data's size of
+    /// ephemeral storage) and compares the GTID position and schemas with the
+    /// manifest. A backup that does not restore fails: it is not kept, not
+    /// uploaded, and retention removes nothing for it. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 fn default_keep() -> i32 {
@@ -928,6 +937,12 @@ pub struct MySQLBackupSpec {
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("cluster is immutable"))]
     pub cluster: String,
+
+    /// Restore the backup into a throwaway server in the backup's own pod before it
+    /// counts (as `spec.backup.verify` does for every backup of the cluster): a
+    /// backup that does not restore fails. Read when the Job is created.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verify: bool,
 }
 
 /// What became of a `MySQLBackup`.
@@ -962,6 +977,13 @@ pub struct MySQLBackupStatus {
     /// every file it wrote), so `sha256sum SHA256SUMS` in its folder gives it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// True when the backup was restored into a throwaway server before it counted
+    /// (`spec.verify`, `spec.backup.verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    /// Tables the verification found after restoring the backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_tables: Option<i64>,
     /// Flavor of the cluster the backup came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor: Option<Flavor>,

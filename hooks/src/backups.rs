@@ -79,6 +79,7 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         signing_key: spec.signing_key.as_ref(),
         owner: scheduled_owner(c),
         work_volume_size: spec.work_volume_size.clone(),
+        verify: spec.verify,
     };
     Some(backup::cron_job(&name, schedule, &pod))
 }
@@ -203,8 +204,7 @@ pub fn final_job_name(c: &Cluster) -> String {
 pub fn final_job(
     c: &Cluster,
     storage: &BackupStorage,
-    signing_key: Option<&crate::api::SecretKeyRef>,
-    work_volume_size: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    spec: &crate::api::BackupSpec,
 ) -> k8s_openapi::api::batch::v1::Job {
     let name = final_job_name(c);
     let labels = pod_labels(c, FINAL);
@@ -216,9 +216,10 @@ pub fn final_job(
         pods: c.pods_env(),
         retention: None,
         labels: labels.clone(),
-        signing_key,
+        signing_key: spec.signing_key.as_ref(),
         owner: backup::owner("final", &c.namespace, &c.names.cluster, &c.uid),
-        work_volume_size: work_volume_size.cloned(),
+        work_volume_size: spec.work_volume_size.clone(),
+        verify: spec.verify,
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

@@ -258,7 +258,7 @@ fn final_backup(
 ) -> FinalBackup {
     let Some((spec, storage)) = backups::settings(&request.parent) else { return FinalBackup::NoTarget };
     let name = backups::final_job_name(c);
-    let job = Box::new(backups::final_job(c, &storage, spec.signing_key.as_ref(), spec.work_volume_size.as_ref()));
+    let job = Box::new(backups::final_job(c, &storage, spec));
     let Some(existing) = observed.job(&name) else {
         return match previous.and_then(|b| b.final_backup.as_ref()) {
             Some(r) if r.name == name && r.outcome == Some(BackupPhase::Succeeded) => {

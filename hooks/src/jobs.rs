@@ -40,6 +40,9 @@ pub struct ScriptResult {
     /// A backup's checksum (SHA-256 of its `SHA256SUMS`).
     pub sha256: Option<String>,
     pub finished_at: Option<String>,
+    /// A backup restored into a throwaway server before it counted (`verify.sh`).
+    pub verified: Option<bool>,
+    pub verified_tables: Option<i64>,
     pub reason: Option<String>,
     pub message: Option<String>,
 }

@@ -154,6 +154,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         signing_key: backup_spec.signing_key.as_ref(),
         owner: backup::owner("mysqlbackup", namespace, name, uid),
         work_volume_size: backup_spec.work_volume_size.clone(),
+        verify: backup_spec.verify || parent.spec.verify,
     };
     let job =
         Job { metadata: meta(&job_name, pod_labels), spec: Some(backup::backup_job_spec(&pod)), ..Default::default() };
@@ -192,6 +193,8 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
             status.source = result.source;
             status.gtid = result.gtid;
             status.sha256 = result.sha256;
+            status.verified = result.verified;
+            status.verified_tables = result.verified_tables;
             status.message = None;
         }
         Outcome::Failed(result, at) => {

@@ -989,13 +989,17 @@ def s6_rollout(run: Run) -> None:
 
 
 def s7_backup_restore(run: Run) -> None:
-    """MySQLBackup, a new cluster restored from it (row checksums equal), and a
+    """MySQLBackup (verified: restored into a throwaway server in its own pod before
+    it counted), a new cluster restored from it (row checksums equal), and a
     point-in-time restore between two backups."""
     db = run.db("demo")
     judge = run.judge(db)
     assert judge.writer is not None
     three_servers(run, db)
-    b1 = take_backup(run, db, "b1")
+    b1 = take_backup(run, db, "b1", verify=True)
+    if b1.get("verified") is not True or not b1.get("verifiedTables"):
+        raise StepFailed(f"MySQLBackup b1 (spec.verify) succeeded unverified: {b1}")
+    say(f"b1 was restored into a throwaway server before it counted: {b1['verifiedTables']} tables")
     time.sleep(3)
     pit = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
     time.sleep(5)
@@ -1029,9 +1033,9 @@ def s7_backup_restore(run: Run) -> None:
     say(f"point-in-time restore to {pit}: the {len(got)} rows committed before it, none after")
 
 
-def take_backup(run: Run, db: Db, name: str) -> dict:
+def take_backup(run: Run, db: Db, name: str, verify: bool = False) -> dict:
     run.k8s.create({"apiVersion": API, "kind": "MySQLBackup", "metadata": {"name": name, "namespace": db.namespace},
-                    "spec": {"cluster": db.name}})
+                    "spec": {"cluster": db.name, **({"verify": True} if verify else {})}})
     t = time.monotonic()
 
     def finished() -> dict | None:

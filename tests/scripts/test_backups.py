@@ -7,14 +7,16 @@ inside them or refuses before loading anything, accounts survive.
 from __future__ import annotations
 
 import datetime
+import gzip
 import hashlib
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 from conftest import REPORT
-from dbcluster import APP_PASSWORD, Cluster, Server, World, rows, run_script, wait_for
+from dbcluster import APP_PASSWORD, SCRIPTS, Cluster, Server, World, free_port, rows, run_script, wait_for
 
 
 def utc_now() -> datetime.datetime:
@@ -423,3 +425,58 @@ def test_the_load_may_use_the_whole_restore_deadline_and_no_more(cluster, world,
     assert bad.rc != 0 and bad.json["reason"] == "bad-env", bad
     REPORT.append(f"restore deadline: 1 s cut the load ({short.json.get('reason')}, {took:.1f}s); "
                   f"600 s let it load 400000 rows in {loaded:.1f}s")
+
+
+# ------------------------------------------------------------------- 19.6
+
+def test_verified_backup_restores_first(cluster, world, request):
+    """BACKUP_VERIFY=true: backup.sh restores the finished backup into a
+    throwaway server in its own pod (verify.sh: init.sh, a local mariadbd,
+    restore.sh) before the backup is renamed into place; the result says
+    verified with the tables found. A backup that does not restore (a dump the
+    server refuses, checksums made to match) fails verify-failed and is never
+    renamed into place, so retention removes nothing; the throwaway server and
+    its directory are gone either way; a bad BACKUP_VERIFY is refused."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 300, "V")
+    p.query("CREATE TABLE hook.other (n INT PRIMARY KEY)")
+    cluster.wait_synced(p)
+    bdir = bdir_of(cluster)
+    vdir = Path(tempfile.mkdtemp(prefix="v-")) / "v"   # short: a socket path must fit in 107 bytes
+    port = str(free_port())   # the pods' 3399 may be taken on a shared test host
+    owner = "MySQL test/db uid-1"
+    old = backup(cluster, bdir, "old", PRIMARY="db-0", BACKUP_OWNER=owner)
+    ok = backup(cluster, bdir, "checked", PRIMARY="db-0", BACKUP_VERIFY="true", VERIFY_DIR=vdir, VERIFY_PORT=port,
+                BACKUP_OWNER=owner)
+    assert ok.json.get("verified") is True and ok.json["verifiedTables"] == 2, ok
+    assert not vdir.exists(), "the throwaway server's directory is left behind"
+    assert not [l for l in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+                if str(vdir) in l], "the throwaway server still runs"
+    # The same verification on a backup whose dump the server refuses: the
+    # checksums are made to match, so only loading it can tell.
+    bad = bdir / "bad-src"
+    subprocess.run(["cp", "-a", str(bdir / "checked"), str(bad)], check=True)
+    (bad / "dump.sql.gz").write_bytes(gzip.compress(b"CREATE TABLE no_such_db.t (n INT);\n"))
+    sums = "".join(f"{hashlib.sha256((bad / f).read_bytes()).hexdigest()}  {f}\n"
+                   for f in [ln.split()[1] for ln in (bad / "SHA256SUMS").read_text().splitlines()])
+    (bad / "SHA256SUMS").write_text(sums)
+    proc = subprocess.run(["bash", str(SCRIPTS / "verify.sh"), str(bad)],
+                          env={**world.argv_env("verify.sh"), "HOME": str(world.root), "TMPDIR": str(world.root),
+                               "FLAVOR": "mariadb", "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
+                               "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
+                               "TERMINATION_LOG": "/dev/null", "VERIFY_DIR": str(vdir), "VERIFY_PORT": port},
+                          capture_output=True, text=True, timeout=300)
+    line = proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode != 0 and '"reason":"verify-failed"' in line and "does not restore" in line, proc
+    assert not vdir.exists()
+    # Through backup.sh: a verification that fails leaves no backup and prunes nothing.
+    refused = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="refused", BACKUP_VERIFY="true",
+                          VERIFY_DIR=vdir, SERVER_BIN="false", KEEP="1", RETENTION_OWNER=owner, BACKUP_OWNER=owner)
+    assert refused.rc != 0 and refused.json["reason"] == "verify-failed", refused
+    assert not (bdir / "refused").exists() and (bdir / "old").exists() and (bdir / "checked").exists()
+    badenv = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="x", BACKUP_VERIFY="yes")
+    assert badenv.rc != 0 and badenv.json["reason"] == "bad-env", badenv
+    REPORT.append(f"verification: {ok.json['verifiedTables']} tables restored into a throwaway server in "
+                  f"{ok.json['verifySeconds']}s; a dump the server refuses fails verify-failed, nothing pruned "
+                  f"(old backup {old.json['location']} kept)")

@@ -127,6 +127,9 @@ pub struct BackupPod<'a> {
     pub owner: String,
     /// Size limit of the S3 staging volume.
     pub work_volume_size: Option<Quantity>,
+    /// Restore the backup into a throwaway server before it counts
+    /// (`BACKUP_VERIFY`, `verify.sh`).
+    pub verify: bool,
 }
 
 /// The Job spec of a backup.
@@ -141,6 +144,9 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         pod::env("BACKUP_OWNER", b.owner.as_str()),
         backup_name_env(&b.name),
     ]);
+    if b.verify {
+        env.push(pod::env("BACKUP_VERIFY", "true"));
+    }
     let retention_env =
         |r: &Retention| [pod::env("RETENTION_OWNER", r.owner.as_str()), pod::env("KEEP", r.keep.to_string())];
     let (init, main, mut volumes) = match (&b.storage.persistent_volume_claim, &b.storage.s3) {
