@@ -70,7 +70,6 @@ sub() {
   return "$rc"
 }
 field() { [[ $2 =~ \"$1\":\"([^\"]*)\" ]] && printf '%s' "${BASH_REMATCH[1]}"; }
-field_raw() { [[ $2 =~ \"$1\":([0-9]+) ]] && printf '%s' "${BASH_REMATCH[1]}"; }
 
 log "initializing a throwaway $FLAVOR server in $vdir"
 sub init.sh || fail verify-failed "the throwaway server could not be initialized: $(field message "$SUB_LINE")"
