@@ -523,6 +523,43 @@ def monitoring_scenarios(st, live):
                                                           related(*pods([True, True, True]))))
 
 
+def operator_scenarios(st, live):
+    """The operator account (issue 18.5). A new cluster's Secret has the key
+    operator-password, so the running chain above uses it. A Secret made before
+    the key existed (the hook never updates it) keeps the scripts logging in as
+    root over the network: its pods mount only the two keys it has, and once
+    they run that template nothing rolls. When every server pod has the operator
+    password, rootRemote says `drop`. A user's own Secret is read through
+    customize: with the key, the operator account; without it, as before."""
+    legacy = copy.deepcopy(live)
+    for o in legacy["Secret.v1"].values():
+        if o["metadata"]["name"] == "db-credentials":
+            o["data"].pop("operator-password", None)
+    write("sync", "credentials-without-operator-key", request(parent(status=st), legacy,
+                                                                related(*pods([True, True, True]))))
+    walked = response_of("sync", "credentials-without-operator-key")
+    if walked is not None:
+        steady = copy.deepcopy(legacy)
+        steady["StatefulSet.apps/v1"] = observed([c for c in walked["children"] if c["kind"] == "StatefulSet"]
+                                                 )["StatefulSet.apps/v1"]
+        steady["ConfigMap.v1"] = observed([c for c in walked["children"] if c["kind"] == "ConfigMap"])["ConfigMap.v1"]
+        write("sync", "credentials-without-operator-key-steady",
+              request(parent(status=walked["status"]), steady, related(*pods([True, True, True]))))
+    agents = pods([True, True, True])
+    for pod in agents:
+        pod["spec"]["containers"].append({"name": "agent", "image": "mysql:8.4.3", "env": [
+            {"name": "OPERATOR_PASSWORD_FILE", "value": "/etc/mysql-hook-credentials/operator-password"}]})
+    write("sync", "operator-account-everywhere", request(parent(status=st), live, related(*agents)))
+    own = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+           "metadata": {"name": "db-root-credentials", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000004",
+                        "resourceVersion": "39003", "creationTimestamp": "2026-11-01T09:00:00Z"},
+           "data": {"root-password": "b3duLXJvb3Q=", "replication-password": "b3duLXJlcGw=",
+                    "operator-password": "b3duLW9wZXJhdG9y"}}
+    rel = related()
+    rel["Secret.v1"] = {f"{NS}/db-root-credentials": own}
+    write("sync", "own-credentials-operator", request(parent(credentialsSecretName="db-root-credentials"), None, rel))
+
+
 def tls_file(name):
     with open(os.path.join(ROOT, "tls", name), "rb") as f:
         return base64.b64encode(f.read()).decode()
@@ -723,6 +760,7 @@ def main():
                              "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
                  "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
     monitoring_scenarios(st, live)
+    operator_scenarios(st, live)
     tls_scenarios(st, live)
     failover_scenarios(running, st, live)
     upgrade_scenarios(running, st, live)
@@ -762,6 +800,8 @@ def main():
     # Customize.
     write("customize", "cluster", {"controller": CONTROLLER, "parent": parent()})
     write("customize", "tls", {"controller": CONTROLLER, "parent": parent(tls={"secretName": "db-tls"})})
+    write("customize", "own-credentials", {"controller": CONTROLLER,
+                                           "parent": parent(credentialsSecretName="db-root-credentials")})
     write("customize", "long-name", {"controller": CONTROLLER,
                                      "parent": parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")})
 

@@ -23,7 +23,7 @@ fn passwords(answer: &Value) -> Vec<String> {
     let data = secret["data"].as_object().cloned().unwrap_or_default();
     let mut values: Vec<String> = data.values().map(|v| v.as_str().unwrap_or_default().to_owned()).collect();
     values.sort();
-    assert_eq!(values.len(), 2, "root and replication passwords expected: {secret}");
+    assert_eq!(values.len(), 3, "root, replication and operator passwords expected: {secret}");
     values
 }
 

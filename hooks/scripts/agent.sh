@@ -6,6 +6,9 @@
 # With EXPORTER_PASSWORD_FILE (a mysqld_exporter sidecar), on the primary each round
 # also runs exporter-user.sh, which sets up the exporter's account if it cannot
 # log in.
+# With OPERATOR_PASSWORD_FILE (the operator account, issue 18.5), on the primary
+# each round also runs operator-user.sh, which sets up that account if it cannot
+# log in and, once the hook says so, drops root's network accounts.
 # With spec.tls (TLS_MODE_FILE set), each round it also compares the mounted
 # certificate, key and CA with what the server last loaded, and runs
 # tls-reload.sh when they differ (a renewal): once at the start, then on change.
@@ -14,7 +17,7 @@ trap 'exit 0' TERM  # PID 1 of its container: without a handler SIGTERM is ignor
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 interval=${AGENT_INTERVAL:-10}
 iterations=${AGENT_ITERATIONS:-0}
-last="" elast="" tlast="" i=0
+last="" elast="" olast="" tlast="" i=0
 tls_dir=$(dirname "${TLS_CA:-/etc/mysql/tls/ca.crt}")
 loaded=""   # checksum of the TLS files the server last loaded
 while :; do
@@ -23,6 +26,10 @@ while :; do
   if [ "$line" != "$last" ]; then
     printf '%s\n' "$line"
     last=$line
+  fi
+  if [ -n "${OPERATOR_PASSWORD_FILE:-}${OPERATOR_PASSWORD:-}" ] && [[ $line == *'"result":"is-primary"'* ]]; then
+    oline=$(bash "$here/operator-user.sh" | tail -n 1)
+    if [ "$oline" != "$olast" ]; then printf '%s\n' "$oline"; olast=$oline; fi
   fi
   if [ -n "${EXPORTER_PASSWORD_FILE:-}${EXPORTER_PASSWORD:-}" ] && [[ $line == *'"result":"is-primary"'* ]]; then
     eline=$(bash "$here/exporter-user.sh" | tail -n 1)

@@ -118,6 +118,7 @@ trap 'LAST_ERR="line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 on_exit() {
   local code=$?
   [ -n "${CNF:-}" ] && rm -f "$CNF"
+  [ -n "${CNF_ROOT:-}" ] && rm -f "$CNF_ROOT"
   if [ "$RESULT_DONE" = 0 ]; then
     RESULT_DONE=1
     R_FIELDS=()
@@ -194,6 +195,14 @@ load_secret() {
 }
 load_secret MYSQL_ROOT_PASSWORD
 load_secret REPLICATION_PASSWORD
+# The operator account (issue 18.5): OPERATOR_USER@'%' with OPERATOR_PASSWORD
+# (the credentials Secret's key operator-password) is the only account the
+# scripts use over the network; root is root@'localhost', the socket of each
+# server's own pod (init.sh, probe.sh, operator-user.sh).  Without
+# OPERATOR_PASSWORD (a Secret made before the key existed) the scripts log in as
+# root over TCP, as they always did.
+OPERATOR_USER=mysqlhook
+load_secret OPERATOR_PASSWORD
 
 # ---------------------------------------------------------------- TLS
 # Opt-in TLS with server verification for every TCP connection the scripts
@@ -256,7 +265,20 @@ write_cnf() {  # write_cnf USER PASSWORD
     fi
   } > "$CNF"
 }
-write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
+: "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
+# CNF_ROOT: root's option file, only while a cluster moves to the operator
+# account (sql() falls back to it when a server does not know OPERATOR_USER
+# yet: the account reaches each server through replication; operator-user.sh).
+CNF_ROOT=""
+if [ -n "${OPERATOR_PASSWORD:-}" ]; then
+  CNF_ROOT=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX"); chmod 600 "$CNF_ROOT"
+  tmp_cnf=$CNF; CNF=$CNF_ROOT
+  write_cnf root "$MYSQL_ROOT_PASSWORD"
+  CNF=$tmp_cnf; unset tmp_cnf
+  write_cnf "$OPERATOR_USER" "$OPERATOR_PASSWORD"
+else
+  write_cnf root "$MYSQL_ROOT_PASSWORD"
+fi
 
 # sql POD STATEMENTS: run on POD as root, tab separated rows on stdout, no header.
 # SQL_TIMEOUT overrides the client-side cap for long waits.
@@ -266,11 +288,26 @@ write_cnf root "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 # process-exec audit logs.  printf is a builtin: nothing is executed with the
 # statements in its arguments (tests/scripts records every command line).
 sql() {
-  local pod=$1 q=$2 fmt=-N
+  local pod=$1 q=$2 fmt=-N err rc=0
   [ -n "${SQL_VERTICAL:-}" ] && fmt=-E
-  printf '%s\n' "$q" | timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$CNF" \
-    --protocol=TCP -h "$(pod_host "$pod")" -P "$(pod_port "$pod")" \
-    --connect-timeout="$CONNECT_TIMEOUT" "$fmt" -B
+  if [ -z "$CNF_ROOT" ]; then sql_as "$CNF" "$pod" "$q" "$fmt"; return; fi
+  # Moving to the operator account: a server that refuses OPERATOR_USER (ER
+  # 1045, nothing ran) is asked again as root, until root@'%' is dropped.
+  err=$(mktemp "${TMPDIR:-/tmp}/sqlerr.XXXXXX")
+  sql_as "$CNF" "$pod" "$q" "$fmt" 2>"$err" || rc=$?
+  if (( rc != 0 )) && grep -q "ERROR 1045 .*'$OPERATOR_USER'@" "$err"; then
+    rm -f "$err"
+    sql_as "$CNF_ROOT" "$pod" "$q" "$fmt"
+    return
+  fi
+  cat "$err" >&2; rm -f "$err"
+  return $rc
+}
+# sql_as OPTION_FILE POD STATEMENTS FORMAT: one client call (see sql).
+sql_as() {
+  printf '%s\n' "$3" | timeout "${SQL_TIMEOUT:-$QUERY_TIMEOUT}" "$CLIENT" --defaults-extra-file="$1" \
+    --protocol=TCP -h "$(pod_host "$2")" -P "$(pod_port "$2")" \
+    --connect-timeout="$CONNECT_TIMEOUT" "$4" -B
 }
 reachable() {
   local e
@@ -1612,8 +1649,8 @@ binlog_continuity() {
 }
 
 # Accounts a backup carries (issue 19.2): every user and role except the
-# operator's own (root, the replication account, which every new cluster
-# creates itself) and the server's built-in ones.  Rows: the quoted account
+# operator's own (root, the replication account and the operator account,
+# which every new cluster creates itself) and the server's built-in ones.  Rows: the quoted account
 # name, TAB, 1 for a role.
 # MySQL: mysql.user (RM 8.2.3, grant tables); a role is a locked account there,
 #   created with CREATE USER like any other.
@@ -1623,10 +1660,10 @@ sql_backup_accounts() {
   local uh="CONCAT($u, '@\`', REPLACE(host, '\`', '\`\`'), '\`')"
   case $FLAVOR in
     mysql) sql "$1" "SELECT $uh, 0 FROM mysql.user
-      WHERE user NOT IN ('root', '$REPL_USER', 'mysql.sys', 'mysql.session', 'mysql.infoschema', '')
+      WHERE user NOT IN ('root', '$REPL_USER', '$OPERATOR_USER', 'mysql.sys', 'mysql.session', 'mysql.infoschema', '')
       ORDER BY user, host" ;;
     mariadb) sql "$1" "SELECT IF(is_role = 'Y', $u, $uh), IF(is_role = 'Y', 1, 0) FROM mysql.user
-      WHERE user NOT IN ('root', '$REPL_USER', 'mariadb.sys', 'PUBLIC', '')
+      WHERE user NOT IN ('root', '$REPL_USER', '$OPERATOR_USER', 'mariadb.sys', 'PUBLIC', '')
       ORDER BY is_role DESC, user, host" ;;
   esac
 }
@@ -1646,7 +1683,7 @@ accounts_dump() {
     [ -n "$acct" ] && accts+=("$acct") roles+=("$role")
   done < <(sql_backup_accounts "$pod")
   {
-    printf -- '-- accounts of %s (not root, not %s), written by backup.sh\n' "$pod" "$REPL_USER"
+    printf -- '-- accounts of %s (not root, not %s, not %s), written by backup.sh\n' "$pod" "$REPL_USER" "$OPERATOR_USER"
     local i
     for i in "${!accts[@]}"; do
       acct=${accts[i]}
@@ -1729,7 +1766,7 @@ mdb_seed_begin() {
     if [ "$role" = Y ]; then q+="DROP ROLE IF EXISTS $(sql_ident "$u");"
     else q+="DROP USER IF EXISTS $(sql_quote "$u")@$(sql_quote "$h");"; fi
   done < <(sql "$pod" "SELECT user, host, is_role FROM mysql.user
-    WHERE NOT (user = 'root' AND host IN ('localhost', '%')) AND user <> 'mariadb.sys'")
+    WHERE NOT (user = 'root' AND host IN ('localhost', '%')) AND user NOT IN ('mariadb.sys', '$OPERATOR_USER')")
   q+="RESET MASTER; SET GLOBAL gtid_slave_pos='';"
   sql "$pod" "$q"
 }
@@ -1809,16 +1846,18 @@ mdb_seed_finish() {
 # "Cloning Remote Data"): clone_valid_donor_list names the donor (RM 7.6.7.13,
 # sysvar_clone_valid_donor_list), super_read_only goes off for the clone's own
 # data removal (read_only stays ON: no application writes), then CLONE
-# INSTANCE FROM 'root'@host:port IDENTIFIED BY <root password>.  Root holds
+# INSTANCE FROM 'root'@host:port IDENTIFIED BY <root password> (the operator
+# account and its password when there is one, issue 18.5).  Both hold
 # BACKUP_ADMIN on the donor and CLONE_ADMIN on the recipient (GRANT ALL
 # includes both once the plugin is loaded: my.cnf plugin_load_add =
 # mysql_clone.so on every server).  Unverified here: no MySQL 8 server in CI.
 # Pure.
 clone_sql() {
-  local donor=$1 hp
+  local donor=$1 hp user=root pw=$MYSQL_ROOT_PASSWORD
+  if [ -n "${OPERATOR_PASSWORD:-}" ]; then user=$OPERATOR_USER pw=$OPERATOR_PASSWORD; fi
   hp="$(pod_host "$donor"):$(pod_port "$donor")"
   printf '%s' "SET GLOBAL clone_valid_donor_list=$(sql_quote "$hp");
     SET GLOBAL super_read_only=OFF;
-    CLONE INSTANCE FROM 'root'@$(sql_quote "$(pod_host "$donor")"):$(pod_port "$donor")
-      IDENTIFIED BY $(sql_quote "$MYSQL_ROOT_PASSWORD")"
+    CLONE INSTANCE FROM $(sql_quote "$user")@$(sql_quote "$(pod_host "$donor")"):$(pod_port "$donor")
+      IDENTIFIED BY $(sql_quote "$pw")"
 }

@@ -95,6 +95,13 @@ if [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ]; then
   IFS= read -r -d '' MYSQL_ROOT_PASSWORD < "$MYSQL_ROOT_PASSWORD_FILE" || true
 fi
 export -n MYSQL_ROOT_PASSWORD 2>/dev/null || true
+# The operator account's password (issue 18.5), the same way; optional: without
+# it the new server gets root@'%' as before.
+if [ -n "${OPERATOR_PASSWORD_FILE:-}" ]; then
+  [ -r "$OPERATOR_PASSWORD_FILE" ] || die bad-env "OPERATOR_PASSWORD_FILE is not readable"
+  IFS= read -r -d '' OPERATOR_PASSWORD < "$OPERATOR_PASSWORD_FILE" || true
+fi
+export -n OPERATOR_PASSWORD 2>/dev/null || true
 
 # report_host/port: this pod's own entry in PODS (or PODS_FILE, or POD_HOST) if
 # present, else the pod name.
@@ -175,14 +182,20 @@ start_temp_server() {
   done
 }
 
-# The accounts the scripts and probes use: root@'localhost' (socket) and
-# root@'%' (TCP), both with MYSQL_ROOT_PASSWORD.  Other accounts that
-# mariadb-install-db makes (root@<hostname>, root@127.0.0.1, root@::1,
-# anonymous ''@...) are dropped, as the images' entrypoints do.
+# The accounts the scripts and probes use: root@'localhost' (the socket, for
+# the probes and the agent in the server's own pod) with MYSQL_ROOT_PASSWORD,
+# and for the network either the operator account mysqlhook@'%' with
+# OPERATOR_PASSWORD (issue 18.5: root is local only) or, without that password,
+# root@'%' as before.  Other accounts that mariadb-install-db makes
+# (root@<hostname>, root@127.0.0.1, root@::1, anonymous ''@...) are dropped, as
+# the images' entrypoints do.
+# The operator account holds every privilege WITH GRANT OPTION: the scripts copy
+# a donor's accounts into a new replica (seeds) and restore application accounts
+# with their grants, and a grantor must hold what it grants.
 # MySQL: CREATE USER / ALTER USER / GRANT / DROP USER (RM 15.7.1).
 # sql_log_bin=0 on top of --skip-log-bin: never a GTID for these statements.
 root_accounts_sql() {
-  local pw=$1 others=$2 u h q
+  local pw=$1 others=$2 opw=${3:-} u h q
   q="SET SESSION sql_log_bin=0;"
   while IFS=$'\t' read -r u h; do
     [ -n "$u$h" ] || continue
@@ -190,15 +203,23 @@ root_accounts_sql() {
   done <<< "$others"
   q+="CREATE USER IF NOT EXISTS 'root'@'localhost' IDENTIFIED BY $pw;"
   q+="ALTER USER 'root'@'localhost' IDENTIFIED BY $pw;"
-  q+="CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY $pw;"
-  q+="ALTER USER 'root'@'%' IDENTIFIED BY $pw;"
-  q+="GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;"
+  if [ -n "$opw" ]; then
+    q+="DROP USER IF EXISTS 'root'@'%';"
+    q+="CREATE USER IF NOT EXISTS 'mysqlhook'@'%' IDENTIFIED BY $opw;"
+    q+="ALTER USER 'mysqlhook'@'%' IDENTIFIED BY $opw;"
+    q+="GRANT ALL PRIVILEGES ON *.* TO 'mysqlhook'@'%' WITH GRANT OPTION;"
+  else
+    q+="CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY $pw;"
+    q+="ALTER USER 'root'@'%' IDENTIFIED BY $pw;"
+    q+="GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;"
+  fi
   printf '%s' "$q"
 }
 
 initialize_data_dir() {
-  local pw sock pidf others
+  local pw sock pidf others opw=""
   pw=$(sql_quote "${MYSQL_ROOT_PASSWORD:?}")
+  [ -z "${OPERATOR_PASSWORD:-}" ] || opw=$(sql_quote "$OPERATOR_PASSWORD")
   rm -rf "$STAGE"
   mkdir -p -m 750 "$STAGE/data"
   log "initializing a new data directory in $STAGE/data"
@@ -220,7 +241,7 @@ initialize_data_dir() {
   others=$("$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B -e \
     "SELECT user, host FROM mysql.user WHERE (user = 'root' AND host NOT IN ('localhost', '%')) OR user = ''")
   # on stdin, not with -e: the statements carry the password (see sql() in common.sh)
-  root_accounts_sql "$pw" "$others" | "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
+  root_accounts_sql "$pw" "$others" "$opw" | "$CLIENT" --no-defaults --protocol=SOCKET --socket="$sock" -uroot -N -B \
     || die init-failed "creating the root accounts failed"
   # clean shutdown (SIGTERM = normal shutdown for both servers)
   kill -TERM "$TMP_SERVER_PID"

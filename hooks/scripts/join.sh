@@ -87,6 +87,7 @@ run_seed() {
   out=$(
     [ -n "${MYSQL_ROOT_PASSWORD_FILE:-}" ] || export MYSQL_ROOT_PASSWORD
     [ -n "${REPLICATION_PASSWORD_FILE:-}" ] || export REPLICATION_PASSWORD
+    [ -n "${OPERATOR_PASSWORD_FILE:-}" ] || [ -z "${OPERATOR_PASSWORD:-}" ] || export OPERATOR_PASSWORD
     SEED_WIPE=$1 TERMINATION_LOG=/dev/null PRIMARY=$primary bash "$SCRIPTS_DIR/seed.sh"
   ) || true
   line=${out##*$'\n'}

@@ -1,10 +1,12 @@
 #!/bin/bash
 # probe.sh liveness|readiness|candidate -- the server pods' probes.
 #
-#   liveness   (mysqld) the server answers a ping on 127.0.0.1 (also when it
+#   liveness   (mysqld) the server answers a ping on 127.0.0.1 or its socket (also when it
 #              refuses the login: a wrong password is no reason to restart it).
 #   readiness  (mysqld) may this server take client traffic?  root logs in over
-#              TCP, then, in this order:
+#              TCP (with OPERATOR_PASSWORD_FILE: through SERVER_SOCKET
+#              [/var/run/mysqld/mysqld.sock], root being local only), then, in
+#              this order:
 #              - $PRIMARY_FILE names this pod and the cluster is bootstrapped:
 #                Ready only while writable (read_only OFF);
 #              - writable and not a replica (a primary the file does not name
@@ -98,6 +100,12 @@ pw=${pw//\\/\\\\}; pw=${pw//\"/\\\"}
   if [ "$FLAVOR" = mysql ]; then printf 'get-server-public-key=1\n'; fi
 } > "$cnf"
 conn=(--defaults-file="$cnf" --protocol=TCP --host="$host" --port="$port" --connect-timeout="$wait_s")
+# With the operator account (OPERATOR_PASSWORD_FILE set, issue 18.5) root has no
+# network account: root@'localhost', through the server's socket.
+if [ -n "${OPERATOR_PASSWORD_FILE:-}" ]; then
+  conn=(--defaults-file="$cnf" --protocol=SOCKET --socket="${SERVER_SOCKET:-/var/run/mysqld/mysqld.sock}"
+    --connect-timeout="$wait_s")
+fi
 
 if [ "$mode" = liveness ]; then
   if out=$(timeout $((wait_s + 2)) "$ADMIN" "${conn[@]}" ping 2>&1); then

@@ -213,7 +213,7 @@ pub struct NetworkSpec {
 pub struct UserSpec {
     /// The account name (`<name>@'%'`). Not one of the hook's own accounts.
     #[schemars(regex(pattern = r"^[a-z][a-z0-9_]{0,31}$"))]
-    #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
+    #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysqlhook', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
     pub name: String,
     /// The database it uses (created if missing).
     #[schemars(regex(pattern = r"^[A-Za-z0-9_]{1,64}$"))]

@@ -18,8 +18,13 @@ use sha2::Sha256;
 
 pub const ROOT_PASSWORD: &str = "root-password";
 pub const REPLICATION_PASSWORD: &str = "replication-password";
+/// The operator account's password (`mysqlhook@'%'`, the scripts' only network
+/// account: root is local only). Optional: a Secret made before it existed, or a
+/// user's own without it, keeps the scripts logging in as root over the network
+/// (see [`crate::model::Cluster::operator_account`]).
+pub const OPERATOR_PASSWORD: &str = "operator-password";
 
-/// Keys of the credentials Secret.
+/// Keys every credentials Secret has.
 pub const KEYS: [&str; 2] = [ROOT_PASSWORD, REPLICATION_PASSWORD];
 /// The key of the exporter Secret (`<name>-exporter`), which the hook always owns,
 /// also when `spec.credentialsSecretName` names the user's own credentials.
@@ -27,6 +32,43 @@ pub const EXPORTER_PASSWORD: &str = "password";
 /// The exporter Secret's option file for `mysqld_exporter` (`--config.my-cnf`):
 /// its account, password and socket, in the one form every release reads.
 pub const EXPORTER_CNF: &str = "my.cnf";
+
+/// The condition that says whether root is local only (issue 18.5).
+pub const ROOT_LOCAL_ONLY: &str = "RootLocalOnly";
+
+/// `RootLocalOnly`: True once the hook has told the agents to drop root's network
+/// accounts (every server pod runs with the operator account); False while the
+/// cluster moves there, or without the key, with what to do.
+#[must_use]
+pub fn root_local_only(c: &crate::model::Cluster) -> crate::roles::Verdict {
+    let verdict =
+        |status, reason, message: String| crate::roles::Verdict { type_: ROOT_LOCAL_ONLY, status, reason, message };
+    if !c.operator_account {
+        return verdict(
+            false,
+            "NoOperatorPassword",
+            format!(
+                "the credentials Secret {} has no key {OPERATOR_PASSWORD}: the scripts log in as root over the network; add the key to make root local only (docs/security.md)",
+                c.credentials_secret
+            ),
+        );
+    }
+    if c.root_remote_drop {
+        verdict(
+            true,
+            "OperatorAccount",
+            "the scripts log in as mysqlhook; root's network accounts are dropped on the primary and by replication everywhere"
+                .to_owned(),
+        )
+    } else {
+        verdict(
+            false,
+            "MovingToOperatorAccount",
+            "waiting for every server pod to run with the operator account's password; root's network accounts go then"
+                .to_owned(),
+        )
+    }
+}
 
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -58,7 +100,11 @@ pub fn data(
     entropy: &[u8; 32],
     uid: &str,
 ) -> BTreeMap<String, ByteString> {
-    keyed(&KEYS, observed, entropy, uid)
+    // A new Secret gets the operator key; an observed one gains no key (it is
+    // never updated, `OnDelete`: its owner adds the key, see docs/security.md).
+    let with_operator = observed.is_none_or(|d| d.contains_key(OPERATOR_PASSWORD));
+    let keys: &[&str] = if with_operator { &[ROOT_PASSWORD, REPLICATION_PASSWORD, OPERATOR_PASSWORD] } else { &KEYS };
+    keyed(keys, observed, entropy, uid)
 }
 
 /// The exporter Secret's data, kept like [`data`]: its password is derived for

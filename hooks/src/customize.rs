@@ -59,6 +59,17 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
             names: vec![backup.clone()],
         });
     }
+    // The user's own credentials Secret: whether it has the operator account's key
+    // decides which accounts the pods use (see `Cluster::operator_account`).
+    if let Some(secret) = request.parent.spec.credentials_secret_name.as_ref() {
+        related_resources.push(RelatedResourceRule {
+            api_version: "v1".to_owned(),
+            resource: "secrets".to_owned(),
+            namespace: Some(namespace.to_owned()),
+            label_selector: None,
+            names: vec![secret.clone()],
+        });
+    }
     // The opted-in Secrets (S3 credentials, signing keys), when a store may be S3
     // (a restore from a MySQLBackup reads the store that backup recorded) or backups
     // are signed.

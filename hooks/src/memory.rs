@@ -52,6 +52,10 @@ pub const PODS_KEY: &str = "pods";
 pub const MAX_LAG_KEY: &str = "maxLagSeconds";
 /// The key of the config ConfigMap with `spec.replication.rebuildErrant` (join.sh).
 pub const REBUILD_ERRANT_KEY: &str = "rebuildErrant";
+/// The key of the config ConfigMap that says whether root's network accounts may
+/// be dropped (`drop`) or not yet (`keep`): operator-user.sh, with the operator
+/// account only.
+pub const ROOT_REMOTE_KEY: &str = "rootRemote";
 
 /// Purposes of the Jobs that change roles, in the order of [`crate::roles`].
 pub const ROLE_PURPOSES: [&str; 2] = ["failover", "switchover"];

@@ -52,6 +52,15 @@ pub struct Cluster {
     pub credentials_secret: String,
     /// Whether the hook owns that Secret (it is `<name>-credentials`).
     pub owns_credentials: bool,
+    /// The Secret has the key `operator-password` (a new Secret the hook makes
+    /// has it): the scripts log in over the network as the operator account and
+    /// root is local only (issue 18.5). False for a Secret without the key, which
+    /// is never updated by the hook: pods mount only keys that exist.
+    pub operator_account: bool,
+    /// Every server pod runs with the operator account: root's network accounts
+    /// may go (`operator-user.sh`, the config key `rootRemote`). Until then a pod
+    /// of the older template may still log in as root over the network.
+    pub root_remote_drop: bool,
     pub deletion_policy: DeletionPolicy,
     /// `spec.replication.maxLagSeconds`: the lag a Ready replica may have.
     pub max_lag_seconds: i32,
@@ -309,10 +318,23 @@ impl Cluster {
             Some(name) => (name.clone(), false),
             None => (names.credentials.clone(), true),
         };
+        let namespace = parent.metadata.namespace.clone().unwrap_or_default();
+        let operator_account = if owns_credentials {
+            observed.secret_data(&credentials_secret).is_none_or(has_operator_key)
+        } else {
+            observed
+                .related_secrets()
+                .get(&format!("{namespace}/{credentials_secret}"))
+                .and_then(|s| s.data.as_ref())
+                .is_some_and(has_operator_key)
+        };
+        let root_remote_drop = operator_account
+            && observed.members.len() >= usize::try_from(replicas).unwrap_or(usize::MAX)
+            && observed.members.values().all(|m| runs_operator_account(m.pod));
         let exporter =
             exporter(spec.monitoring.as_ref(), running_pod_spec, observed.secret_data(&names.exporter), &mut problems);
         let cluster = Self {
-            namespace: parent.metadata.namespace.clone().unwrap_or_default(),
+            namespace,
             uid: parent.metadata.uid.clone().unwrap_or_default(),
             flavor: spec.flavor,
             image,
@@ -324,6 +346,8 @@ impl Cluster {
             my_cnf,
             credentials_secret,
             owns_credentials,
+            operator_account,
+            root_remote_drop,
             deletion_policy: spec.deletion_policy,
             max_lag_seconds: if max_lag_ok { spec.replication.max_lag_seconds } else { 60 },
             rebuild_errant: spec.replication.rebuild_errant,
@@ -348,6 +372,22 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// A credentials Secret's data holds a non-empty operator password.
+fn has_operator_key(data: &BTreeMap<String, k8s_openapi::ByteString>) -> bool {
+    data.get(crate::credentials::OPERATOR_PASSWORD).is_some_and(|v| !v.0.is_empty())
+}
+
+/// The pod's agent has the operator account's password (its template is one
+/// with the operator account).
+fn runs_operator_account(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.spec.as_ref().is_some_and(|s| {
+        s.containers.iter().any(|c| {
+            c.name == crate::build::statefulset::AGENT
+                && c.env.iter().flatten().any(|e| e.name == crate::build::pod::OPERATOR_PASSWORD_FILE)
+        })
+    })
 }
 
 fn volume_spec(

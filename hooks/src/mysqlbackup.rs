@@ -122,6 +122,10 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     // spec.tls: this hook sees neither the certificate nor the servers' option files;
     // the cluster's own hook decided, in its config ConfigMap, whether clients verify.
     cluster.tls = crate::tls::decided(mysql, &cluster.names, &request.related.config_maps);
+    // Nor the credentials Secret: its key `rootRemote` in the config ConfigMap says
+    // the cluster's hook found the operator account's password there.
+    cluster.operator_account = operator_account_decided(&cluster.names, &request.related.config_maps);
+    cluster.root_remote_drop = false;
     let gate = access::Gate {
         namespace,
         cluster: cluster_name,
@@ -281,6 +285,20 @@ fn pods_replicas_first(c: &Cluster, observed: &Observed<'_>) -> (String, String)
     (pods, source)
 }
 
+/// Whether the cluster's own hook runs it with the operator account: its config
+/// ConfigMap has the key `rootRemote`, which it writes only then. Without the
+/// ConfigMap (not observed yet): no, so a Job never mounts a key that may not exist.
+fn operator_account_decided(
+    names: &Names,
+    config_maps: &crate::metacontroller::ByKey<k8s_openapi::api::core::v1::ConfigMap>,
+) -> bool {
+    config_maps
+        .values()
+        .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))
+        .and_then(|cm| cm.data.as_ref())
+        .is_some_and(|d| d.contains_key(crate::memory::ROOT_REMOTE_KEY))
+}
+
 /// Answers a `MySQLBackup` customize call: the cluster, its server pods, this
 /// backup's Job pods and the Secrets opted in as S3 credentials, all in the
 /// backup's namespace.
@@ -318,7 +336,8 @@ pub fn customize(request: &BackupCustomizeRequest) -> Result<CustomizeResponse> 
             ])),
             // The cluster's store may be S3: the opted-in credentials Secrets.
             access::opted_in_secrets(namespace),
-            // Whether the cluster's clients verify TLS (spec.tls).
+            // Whether the cluster's clients verify TLS (spec.tls), and whether it
+            // uses the operator account (its key rootRemote).
             RelatedResourceRule {
                 api_version: "v1".to_owned(),
                 resource: "configmaps".to_owned(),

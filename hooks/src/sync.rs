@@ -173,7 +173,8 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
             .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
         rollout.last_switchover_error = Some(why.clone());
     }
-    for v in cluster.tls_verdict.iter().chain(&users.verdict) {
+    let root_local_only = crate::credentials::root_local_only(&cluster);
+    for v in cluster.tls_verdict.iter().chain(&users.verdict).chain(std::iter::once(&root_local_only)) {
         let mut extra = Conditions::new(&previous.conditions, ctx.now);
         extra.set(v.type_, v.status, v.reason, v.message.clone());
         merge_conditions(&mut status.conditions, extra.finish());

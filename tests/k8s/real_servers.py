@@ -93,7 +93,7 @@ class Db:
     namespace: str
     name: str
     procs_ok: Callable[[], None]
-    _root_pw: str = ""
+    _logins: list[tuple[str, str]] = field(default_factory=list)
 
     # ------------------------------------------------------------ API reads
 
@@ -135,17 +135,41 @@ class Db:
                     return ((ep.get("targetRef") or {}).get("name", "?"), ep["addresses"][0])
         return None
 
-    def root_password(self) -> str:
-        if not self._root_pw:
-            spec = (self.mysql() or {}).get("spec") or {}
-            secret = self.k8s.get("v1", "Secret", spec.get("credentialsSecretName") or f"{self.name}-credentials",
-                                  self.namespace)
-            self._root_pw = base64.b64decode(secret["data"]["root-password"]).decode()
-        return self._root_pw
+    def admin_logins(self) -> list[tuple[str, str]]:
+        """The administrative accounts to try over the network, first to last: the
+        operator account when the credentials Secret has its key (root is local
+        only then, issue 18.5), and root (clusters made without the key, and
+        servers a move to the operator account has not reached yet). Read each
+        time: a scenario may add the key."""
+        spec = (self.mysql() or {}).get("spec") or {}
+        secret = self.k8s.get("v1", "Secret", spec.get("credentialsSecretName") or f"{self.name}-credentials",
+                              self.namespace)
+        data = secret.get("data") or {}
+        logins = []
+        if data.get("operator-password"):
+            logins.append(("mysqlhook", base64.b64decode(data["operator-password"]).decode()))
+        logins.append(("root", base64.b64decode(data["root-password"]).decode()))
+        return logins
 
     def connect(self, ip: str, user: str = "root", timeout: float = 5.0) -> Connection:
-        pw = self.root_password() if user == "root" else APP_PASSWORD
-        return Connection(ip, 3306, user, pw, timeout=timeout)
+        """user "root": the administrative login (admin_logins); else the app's."""
+        if user != "root":
+            return Connection(ip, 3306, user, APP_PASSWORD, timeout=timeout)
+        # The logins are cached; refused with all of them (ER 1045), they are read
+        # again once: the Secret may have gained the operator key since.
+        for fresh in (False, True):
+            if fresh or not self._logins:
+                self._logins = self.admin_logins()
+            for i, (name, pw) in enumerate(self._logins):
+                try:
+                    return Connection(ip, 3306, name, pw, timeout=timeout)
+                except MySQLError as e:
+                    if e.code != 1045 or (fresh and i == len(self._logins) - 1):
+                        raise
+        raise OSError("no administrative login")
+
+    def forget_logins(self) -> None:
+        self._logins = []
 
     def sql(self, pod: str, query: str, timeout: float = 10.0) -> Any:
         p = self.pod(pod)
@@ -943,7 +967,11 @@ def purge_binlogs(db: Db, primary: str) -> None:
 
 
 def s6_rollout(run: Run) -> None:
-    """Version and config rollout (one spec change): replicas first, one role change."""
+    """Version and config rollout (one spec change): replicas first, one role change.
+    The same rollout moves the cluster, made with credentials that had no
+    `operator-password` (root over the network), to the operator account: the key
+    is added to its Secret just before the spec changes; once every pod runs the
+    new template, root's network accounts go, on every server, by replication."""
     db = run.db("demo")
     st = three_servers(run, db)
     if st["primary"] == "db-2":
@@ -957,9 +985,24 @@ def s6_rollout(run: Run) -> None:
     spec: dict[str, Any] = {"config": {"max_connections": "321"}}
     if target != run.version:
         spec["version"] = target
+    secret = (db.mysql() or {}).get("spec", {}).get("credentialsSecretName") or f"{db.name}-credentials"
+    members = [f"{db.name}-{i}" for i in range(3)]   # not the scaled-down pods still terminating
+
+    def root_condition() -> tuple[str, str]:
+        c = {c.get("type"): c for c in db.status().get("conditions") or []}.get("RootLocalOnly") or {}
+        return (c.get("status", ""), c.get("reason", ""))
+    if root_condition() != ("False", "NoOperatorPassword"):
+        raise StepFailed(f"RootLocalOnly before the move: {root_condition()}, expected False NoOperatorPassword")
+    db.wait("root@'%' on every server (credentials without the operator key)",
+            lambda: all(db.sql(m, "SELECT COUNT(*) FROM mysql.user WHERE user = 'root' AND host = '%'") == [("1",)]
+                        for m in members), 60)
     t = time.monotonic()
+    run.k8s.request("PATCH", f"/api/v1/namespaces/{db.namespace}/secrets/{secret}",
+                    {"stringData": {"operator-password": f"op-{db.namespace}-pw"}},
+                    content_type="application/merge-patch+json")
     patch_mysql(run, db, {"spec": spec})
-    say(f"spec changed: {spec} (version {run.version} -> {target}; primary {old_primary})")
+    say(f"Secret {secret} gained operator-password; spec changed: {spec} "
+        f"(version {run.version} -> {target}; primary {old_primary})")
 
     def done() -> bool:
         s2 = db.status()
@@ -968,8 +1011,22 @@ def s6_rollout(run: Run) -> None:
                 and db.running(3) is not None)
     db.wait(f"the rollout to {target} to complete", done, 1800, interval=2)
     say(f"rollout complete in {time.monotonic() - t:.0f}s")
+    db.forget_logins()
+
+    def root_local_only() -> bool:
+        cm = run.k8s.get("v1", "ConfigMap", f"{db.name}-config", db.namespace)
+        if ((cm.get("data") or {}).get("rootRemote") or "").strip() != "drop":
+            return False
+        return all(db.sql(m, "SELECT CONCAT(user, '@', host) FROM mysql.user "
+                          "WHERE user IN ('root', 'mysqlhook') ORDER BY 1") == [("mysqlhook@%",), ("root@localhost",)]
+                   for m in members)
+    db.wait("rootRemote drop, and root local only on every server", root_local_only, 300, interval=3)
+    db.wait("condition RootLocalOnly True", lambda: root_condition() == ("True", "OperatorAccount"), 60)
+    say(f"operator account everywhere, root local only, {time.monotonic() - t:.0f}s after the key was added")
     for p in db.pods():
         name = p["metadata"]["name"]
+        if db.sql(name, "SELECT CURRENT_USER()") != [("mysqlhook@%",)]:
+            raise StepFailed(f"{name}: the harness's administrative login is not mysqlhook")
         version = db.sql(name, "SELECT VERSION()")[0][0]  # type: ignore[index]
         maxc = db.sql(name, "SELECT @@global.max_connections")[0][0]  # type: ignore[index]
         if not str(version).startswith(target) or maxc != "321":

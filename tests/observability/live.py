@@ -316,7 +316,7 @@ def main() -> int:
         changes = value(p, 'sum(increase(mysql_hook_cluster_role_changes_total{namespace="shop",name="db",'
                         'kind="Failover",reason="PrimaryNotReady"}[1m]))')
         check(changes is not None and round(changes) == 1, "one failover counted (role_changes_total, over both"
-              f" hook replicas)", f"increase: {changes}")
+              " hook replicas)", f"increase: {changes}")
         stale = value(p, 'mysql_hook_cluster_phase{namespace="shop",name="db",phase="Failed",instance="%s"}' % b.address)
         fresh = value(p, 'cluster:mysql_hook_cluster_freshest:instance{namespace="shop",name="db",instance="%s"}'
                       % a.address)

@@ -4,7 +4,7 @@ the run (also with -q, where test output is captured)."""
 
 import pytest
 
-from dbcluster import REPL_PASSWORD, ROOT_PASSWORD, Cluster, SetupError, World, argv_leaks, read_argv_log
+from dbcluster import OPERATOR_PASSWORD, REPL_PASSWORD, ROOT_PASSWORD, Cluster, SetupError, World, argv_leaks, read_argv_log
 
 REPORT: list[str] = []
 
@@ -28,7 +28,7 @@ def world():
     # Every command line any script executed during the whole run, not only in
     # test_no_password_on_any_command_line: none may hold a password.
     records = read_argv_log(w.argv_log)
-    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD, OPERATOR_PASSWORD])
     w.close()
     assert not leaks, f"{len(leaks)} of {len(records)} recorded execs hold a secret:\n" + "\n".join(leaks[:20])
 

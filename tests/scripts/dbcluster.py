@@ -3,7 +3,9 @@
 Stdlib only.  Each server is set up the way a pod of the hook's StatefulSet
 is: hooks/scripts/init.sh copies the hook's rendered my.cnf into the server's
 conf.d, writes the per-pod server-id.cnf and initializes the empty data dir
-(root@'localhost' and root@'%' with the root password, no GTID).  The my.cnf
+(root@'localhost' with the root password and the operator account
+mysqlhook@'%' with OPERATOR_PASSWORD, no GTID; a Cluster(legacy=True) gets
+root@'%' instead, as clusters made before the operator account have).  The my.cnf
 is the one the hook renders for MariaDB, read from the committed golden
 fixture (HOOK_CNF_FIXTURE, ConfigMap `db-config-<hash>`, key `my.cnf`), plus
 
@@ -78,6 +80,7 @@ NEEDED_OPTIONS = {
 ROOT_PASSWORD = "r00t 'pw\" #$\\x"
 REPL_PASSWORD = "re'pl\\ pw#1$"
 APP_PASSWORD = "app-pw"
+OPERATOR_PASSWORD = "op'er \"ator#$\\1"
 
 
 def hook_mariadb_cnf() -> str:
@@ -292,6 +295,8 @@ class Server:
         self.errlog = self.base / "error.log"
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        # Made without the operator account (root@'%'): the harness logs in as root.
+        self.legacy = False
 
     # -- lifecycle -------------------------------------------------------
     def create(self):
@@ -392,7 +397,8 @@ class Server:
 
     # -- SQL -------------------------------------------------------------
     def client_args(self, user: str = "root") -> list[str]:
-        cnf = self.world.cnf_root if user == "root" else self.world.cnf_app
+        admin = self.world.cnf_root if self.legacy else self.world.cnf_admin
+        cnf = admin if user == "root" else self.world.cnf_app
         return ["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
                 "-P", str(self.port), "--connect-timeout=5", "-N", "-B"]
 
@@ -446,10 +452,14 @@ class World:
         self.mariadbd = ensure_mariadb()
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
+        # The harness's own administrative login over TCP: the operator account
+        # (root is local only); cnf_root for servers made without it (legacy).
+        self.cnf_admin = client_cnf(self.root / "operator.cnf", "mysqlhook", OPERATOR_PASSWORD)
         self.cnf_root = client_cnf(self.root / "root.cnf", "root", ROOT_PASSWORD)
         # The credentials Secret as pods mount it: one file per key.
         self.root_password_file = secret_file(self.root / "root-password", ROOT_PASSWORD)
         self.repl_password_file = secret_file(self.root / "replication-password", REPL_PASSWORD)
+        self.operator_password_file = secret_file(self.root / "operator-password", OPERATOR_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
         # every exec of every script goes through a recording wrapper
@@ -472,6 +482,12 @@ class World:
 
     def argv_env(self, tag: str) -> dict[str, str]:
         return {"PATH": self.script_path(), "ARGV_LOG_DIR": str(self.argv_log), "ARGV_LOG_TAG": tag}
+
+    def credential_env(self) -> dict[str, str]:
+        """The credentials Secret's keys as pods get them: files."""
+        return {"MYSQL_ROOT_PASSWORD_FILE": str(self.root_password_file),
+                "REPLICATION_PASSWORD_FILE": str(self.repl_password_file),
+                "OPERATOR_PASSWORD_FILE": str(self.operator_password_file)}
 
     def argv_files(self) -> set[str]:
         return {f.name for f in self.argv_log.iterdir()}
@@ -524,8 +540,7 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
         "TMPDIR": str(world.root),
         "FLAVOR": "mariadb",
         # as pods get them: files of the credentials Secret, never the environment
-        "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
-        "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
+        **world.credential_env(),
         "TERMINATION_LOG": str(term),
     }
     full.update(env)
@@ -646,16 +661,23 @@ def wait_for(cond, timeout: float = 30, interval: float = 0.05, what: str = "con
 
 
 class Cluster:
-    def __init__(self, world: World, tag: str, n: int = 3, extra_cnf: str = ""):
+    def __init__(self, world: World, tag: str, n: int = 3, extra_cnf: str = "", legacy: bool = False):
+        """legacy: the servers are made as before the operator account (root@'%',
+        no mysqlhook), and the scripts run without OPERATOR_PASSWORD unless a
+        test passes it."""
         self.world = world
         self.tag = tag
+        self.legacy = legacy
         self.world_root_password = ROOT_PASSWORD
         self.probe_seconds: list[float] = []
         self.servers = [world.server(f"db-{i}", tag) for i in range(n)]
+        for s in self.servers:
+            s.legacy = legacy
         self.pods = pods_env(self.servers)
+        init_env = {"OPERATOR_PASSWORD_FILE": ""} if legacy else {}
         # init containers of different pods run concurrently
         with concurrent.futures.ThreadPoolExecutor(len(self.servers)) as ex:
-            for r in ex.map(lambda s: s.initialize(self.pods), self.servers):
+            for r in ex.map(lambda s: s.initialize(self.pods, **init_env), self.servers):
                 assert r.json["created"] is True, r
         # sequentially, from this thread: a server gets SIGKILL when the thread
         # that started it ends (PR_SET_PDEATHSIG, dbcluster._die_with_parent)
@@ -695,6 +717,8 @@ class Cluster:
 
     def run(self, script: str, **env) -> "ScriptResult":  # noqa: F821
         env.setdefault("PODS", self.pods)
+        if self.legacy:
+            env.setdefault("OPERATOR_PASSWORD_FILE", "")
         return run_script(script, self.world, {k: str(v) for k, v in env.items()})
 
     def bootstrap(self):
@@ -782,6 +806,9 @@ def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None, 
     env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
            "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
+    if not c.legacy:
+        # as the hook sets it with the operator account: root through the socket
+        env.update(OPERATOR_PASSWORD_FILE=str(c.world.operator_password_file), SERVER_SOCKET=str(c[pod].sock))
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
     env.update({k: str(v) for k, v in extra.items()})

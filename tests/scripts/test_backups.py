@@ -463,8 +463,7 @@ def test_verified_backup_restores_first(cluster, world, request):
     (bad / "SHA256SUMS").write_text(sums)
     proc = subprocess.run(["bash", str(SCRIPTS / "verify.sh"), str(bad)],
                           env={**world.argv_env("verify.sh"), "HOME": str(world.root), "TMPDIR": str(world.root),
-                               "FLAVOR": "mariadb", "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
-                               "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
+                               "FLAVOR": "mariadb", **world.credential_env(),
                                "TERMINATION_LOG": "/dev/null", "VERIFY_DIR": str(vdir), "VERIFY_PORT": port},
                           capture_output=True, text=True, timeout=300)
     line = proc.stdout.strip().splitlines()[-1]

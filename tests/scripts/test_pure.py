@@ -408,4 +408,8 @@ def test_clone_statement_names_the_donor_and_quotes_the_password():
     assert "SET GLOBAL super_read_only=OFF;" in q
     assert "CLONE INSTANCE FROM 'root'@'db-2.db.ns.svc':3306" in q
     assert q.endswith("IDENTIFIED BY 'p''w\\\\x'")
+    # With the operator account, root (local only) is not the clone's login.
+    q = out("mysql", "clone_sql db-2", MYSQL_ROOT_PASSWORD="p'w\\x", OPERATOR_PASSWORD="o'p")
+    assert "CLONE INSTANCE FROM 'mysqlhook'@'db-2.db.ns.svc':3306" in q
+    assert q.endswith("IDENTIFIED BY 'o''p'")
     assert out("mariadb", "sql_ident 'a`b'") == "`a``b`"

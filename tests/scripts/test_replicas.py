@@ -7,16 +7,13 @@ stream.  See dbcluster.py for how servers are set up."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from conftest import REPORT
-from dbcluster import APP_PASSWORD, SCRIPTS, Cluster, Writer, probe, rows, run_script, wait_for
+from dbcluster import APP_PASSWORD, Cluster, Writer, probe, rows, wait_for
 
 
 def pod_dir(c: Cluster, name: str) -> Path:

@@ -631,10 +631,11 @@ def prestop(c, pod: str, primary_file, **env):
     import json
     import os
     import subprocess
-    from dbcluster import ROOT_PASSWORD, SCRIPTS
+    from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, SCRIPTS
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
             "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-            "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "TERMINATION_LOG": str(c.world.root / "must-not-be-written")}
+            "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "OPERATOR_PASSWORD": OPERATOR_PASSWORD,
+            "TERMINATION_LOG": str(c.world.root / "must-not-be-written")}
     full.update({k: str(v) for k, v in env.items()})
     t0 = time.time()
     p = subprocess.run(["bash", str(SCRIPTS / "prestop.sh")], env=full, capture_output=True, text=True, timeout=300)

@@ -113,7 +113,7 @@ def test_s3_credentials_from_the_default_chain(cluster, store, world):
     st = staging(cluster, "staging")
     env = store.env("bk-chain", "p", access=None)
     creds = store.home / "credentials"
-    creds.write_text(f"[default]\naws_access_key_id = hook-test-admin\naws_secret_access_key = hook-test-secret-key\n")
+    creds.write_text("[default]\naws_access_key_id = hook-test-admin\naws_secret_access_key = hook-test-secret-key\n")
     c = run_s3(store, "check", {**env, "BACKUP_NAME": "b", "AWS_SHARED_CREDENTIALS_FILE": str(creds)}, st)
     assert c.rc == 0, c
     c2 = run_s3(store, "check", {**env, "BACKUP_NAME": "b"}, st)

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import REPORT
-from dbcluster import (REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks, content_hash,
+from dbcluster import (OPERATOR_PASSWORD, REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks, content_hash,
                        kill_primary_mid_stream, probe, read_argv_log, rows, run_script, wait_for)
 
 
@@ -50,9 +50,10 @@ def test_init_is_deterministic_and_idempotent(cluster):
 
 
 def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
-    """init.sh on an empty dir: root@'%' logs in over TCP with the password,
-    the GTID state is empty, other default accounts are gone; a crash before
-    or after the staging directory was marked ready is repaired by a rerun."""
+    """init.sh on an empty dir: root is root@'localhost' only (the socket), the
+    operator account mysqlhook@'%' logs in over TCP with its password, the GTID
+    state is empty, other default accounts are gone; a crash before or after
+    the staging directory was marked ready is repaired by a rerun."""
     s = world.server("db-0", request.node.name)
     stage = s.datadir / ".mysql-hook-init"
     try:
@@ -63,11 +64,17 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         r1 = s.initialize()
         assert r1.json["created"] is True and not stage.exists(), r1
         s.start()
-        assert s.value("SELECT CURRENT_USER()") == "root@%"
+        assert s.value("SELECT CURRENT_USER()") == "mysqlhook@%"
         assert s.value("SELECT @@gtid_binlog_state") == ""
         assert s.value("SELECT @@gtid_binlog_pos") == "" and s.value("SELECT @@gtid_slave_pos") == ""
-        assert s.query("SELECT user, host FROM mysql.user WHERE user IN ('root', '') ORDER BY host") == \
-            [["root", "%"], ["root", "localhost"]]
+        assert s.query("SELECT user, host FROM mysql.user WHERE user IN ('root', '', 'mysqlhook') ORDER BY user") == \
+            [["mysqlhook", "%"], ["root", "localhost"]]
+        assert "WITH GRANT OPTION" in s.value("SHOW GRANTS FOR CURRENT_USER()")
+        # root over TCP is refused: it has no network account
+        root_tcp = subprocess.run(["mariadb", f"--defaults-extra-file={world.cnf_root}", "--protocol=TCP",
+                                   "-h", "127.0.0.1", "-P", str(s.port), "-N", "-B", "-e", "SELECT 1"],
+                                  capture_output=True, text=True, timeout=30)
+        assert root_tcp.returncode != 0 and "1045" in root_tcp.stderr, root_tcp
         assert s.read_only(), "the hook's my.cnf (read_only=ON) is in effect"
         assert s.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'test'") == "0"
         accounts = s.query("SELECT user, host, authentication_string FROM mysql.user ORDER BY user, host")
@@ -84,7 +91,7 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         assert r2.json["created"] is True and not stage.exists(), r2
         assert sorted(os.listdir(s.datadir)) == moved
         s.start()
-        assert s.value("SELECT CURRENT_USER()") == "root@%"
+        assert s.value("SELECT CURRENT_USER()") == "mysqlhook@%"
         assert s.query("SELECT user, host, authentication_string FROM mysql.user ORDER BY user, host") == accounts
 
         # rerun after success: nothing changes
@@ -103,7 +110,7 @@ def test_probes(world, request):
     try:
         pf = world.root / c.tag / "primary"
         pf.write_text("db-0\n")
-        p, rep = c["db-0"], c["db-1"]
+        p = c["db-0"]
         # before bootstrap the recorded primary is read-only and still Ready
         # (the hook waits for Ready pods before it bootstraps)
         assert probe(c, "readiness", "db-0", pf)[0] == 0
@@ -577,11 +584,12 @@ def test_no_password_on_any_command_line(world, request):
         # none of the programs it starts inherits them.
         env_before = world.argv_files()
         r = c.run("join.sh", POD_NAME=other, PRIMARY_FILE=pf, MYSQL_ROOT_PASSWORD_FILE="", REPLICATION_PASSWORD_FILE="",
-                  MYSQL_ROOT_PASSWORD=ROOT_PASSWORD, REPLICATION_PASSWORD=REPL_PASSWORD)
+                  OPERATOR_PASSWORD_FILE="", MYSQL_ROOT_PASSWORD=ROOT_PASSWORD, REPLICATION_PASSWORD=REPL_PASSWORD,
+                  OPERATOR_PASSWORD=OPERATOR_PASSWORD)
         assert r.rc == 0 and r.json["result"] == "already-replica", r
         env_mode = read_argv_log(world.argv_log, only=world.argv_files() - env_before)
         inherited = [argv[0] for _, argv, env in env_mode if argv[0].startswith("mariadb")
-                     and any(ROOT_PASSWORD in kv or REPL_PASSWORD in kv for kv in env)]
+                     and any(p in kv for p in (ROOT_PASSWORD, REPL_PASSWORD, OPERATOR_PASSWORD) for kv in env)]
         assert len(env_mode) > 3 and not inherited, f"client programs inherited the passwords: {inherited}"
         bdir = world.root / c.tag / "backups"
         bdir.mkdir(parents=True)
@@ -616,7 +624,7 @@ def test_no_password_on_any_command_line(world, request):
     assert scripts <= tags, f"no command line recorded for {sorted(scripts - tags)}"
     clients = [argv for _, argv, _ in records if argv[0] in ("mariadb", "mariadb-dump", "mariadb-binlog",
                                                              "mariadb-admin", "mariadbd", "mariadb-install-db")]
-    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD])
+    leaks = argv_leaks(records, [ROOT_PASSWORD, REPL_PASSWORD, OPERATOR_PASSWORD])
     REPORT.append(f"command lines and environments: {len(records)} execs recorded through {world.wrapped} wrappers, "
                   f"{len(clients)} of them MariaDB programs; holding a password: {len(leaks)}")
     assert len(clients) > 50
@@ -671,8 +679,7 @@ def test_replay_pipe_runs_no_client_command(world, request, flavor):
         # first line too: `system` is a command there even without --named-commands
         stream = _client_command_lines(markers) + "SELECT 1;\n" + _client_command_lines(markers)
         env = {**world.argv_env("sql_stdin"), "FLAVOR": flavor, "PODS": f"db-0={s.addr}", "HOME": str(world.root),
-               "TMPDIR": str(world.root), "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
-               "TERMINATION_LOG": str(term)}
+               "TMPDIR": str(world.root), **world.credential_env(), "TERMINATION_LOG": str(term)}
         env["PATH"] = f"{shim}:{env['PATH']}"
         r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; sql_stdin db-0; RESULT_DONE=1'], input=stream,
                            env=env, capture_output=True, text=True, timeout=60)

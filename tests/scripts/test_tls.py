@@ -78,8 +78,7 @@ def common(c: Cluster, body: str, **env) -> subprocess.CompletedProcess:
     w = c.world
     full = {**w.argv_env("common.sh (test_tls)"), "HOME": str(w.root), "TMPDIR": str(w.root),
             "FLAVOR": "mariadb", "PODS": c.pods, "TERMINATION_LOG": "/dev/null",
-            "MYSQL_ROOT_PASSWORD_FILE": str(w.root_password_file),
-            "REPLICATION_PASSWORD_FILE": str(w.repl_password_file)}
+            **w.credential_env()}
     full.update({k: str(v) for k, v in env.items()})
     script = f'. "{SCRIPTS}/common.sh"\nRESULT_DONE=1\n{body}\n'
     return subprocess.run(["bash"], input=script, env=full, capture_output=True, text=True, timeout=120)

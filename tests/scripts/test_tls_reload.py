@@ -30,9 +30,7 @@ def install(live: Path, c: dict[str, Path]) -> None:
 
 def run(world, s, script: str, **env) -> subprocess.CompletedProcess:
     full = {**world.argv_env(script), "HOME": str(world.root), "TMPDIR": str(world.root), "FLAVOR": "mariadb",
-            "MYSQL_ROOT_PASSWORD_FILE": str(world.root_password_file),
-            "REPLICATION_PASSWORD_FILE": str(world.repl_password_file),
-            "SERVER_SOCKET": str(s.sock)}
+            **world.credential_env(), "SERVER_SOCKET": str(s.sock)}
     full.update({k: str(v) for k, v in env.items()})
     return subprocess.run(["bash", str(SCRIPTS / script)], env=full, capture_output=True, text=True, timeout=120)
 

@@ -48,6 +48,10 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
         (memory::MAX_LAG_KEY.to_owned(), c.max_lag_seconds.to_string()),
         (memory::REBUILD_ERRANT_KEY.to_owned(), c.rebuild_errant.to_string()),
     ]);
+    if c.operator_account {
+        let value = if c.root_remote_drop { "drop" } else { "keep" };
+        data.insert(memory::ROOT_REMOTE_KEY.to_owned(), value.to_owned());
+    }
     if let Some(tls) = &c.tls {
         let mode = if tls.verify { crate::tls::VERIFY } else { "" };
         data.insert(crate::tls::MODE_KEY.to_owned(), mode.to_owned());

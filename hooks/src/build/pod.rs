@@ -96,13 +96,22 @@ pub fn server_env(c: &Cluster) -> Vec<EnvVar> {
 }
 
 fn credentials_env(c: &Cluster) -> Vec<EnvVar> {
-    vec![
+    let mut vars = vec![
         env("FLAVOR", c.flavor.as_str()),
         env("CLUSTER", c.names.cluster.as_str()),
         env("MYSQL_ROOT_PASSWORD_FILE", credentials_path(credentials::ROOT_PASSWORD)),
         env("REPLICATION_PASSWORD_FILE", credentials_path(credentials::REPLICATION_PASSWORD)),
-    ]
+    ];
+    if c.operator_account {
+        vars.push(env(OPERATOR_PASSWORD_FILE, credentials_path(credentials::OPERATOR_PASSWORD)));
+    }
+    vars
 }
+
+/// The variable that names the operator account's password file: set, the
+/// scripts log in over the network as that account, and probes as root through
+/// the socket (see [`Cluster::operator_account`]).
+pub const OPERATOR_PASSWORD_FILE: &str = "OPERATOR_PASSWORD_FILE";
 
 /// Where the credentials Secret's keys are mounted, read-only.
 pub const CREDENTIALS_DIR: &str = "/etc/mysql-hook-credentials";
@@ -113,11 +122,15 @@ fn credentials_path(key: &str) -> String {
     format!("{CREDENTIALS_DIR}/{key}")
 }
 
-/// The two password keys of the credentials Secret as files, readable by the
-/// `mysql` group only (`fsGroup`).
+/// The password keys of the credentials Secret as files (the operator's only
+/// when the Secret has it), readable by the `mysql` group only (`fsGroup`).
 #[must_use]
 pub fn credentials_volume(c: &Cluster) -> Volume {
-    secret_keys_volume(CREDENTIALS_VOLUME, &c.credentials_secret, &credentials::KEYS)
+    let mut keys = credentials::KEYS.to_vec();
+    if c.operator_account {
+        keys.push(credentials::OPERATOR_PASSWORD);
+    }
+    secret_keys_volume(CREDENTIALS_VOLUME, &c.credentials_secret, &keys)
 }
 
 /// Volume `name`: the keys `keys` of Secret `secret` as files of the same names,

@@ -136,6 +136,11 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
     if c.tls.is_some() {
         env.push(pod::env("TLS_MODE_FILE", scripts::config_path(crate::tls::MODE_KEY)));
     }
+    // The operator account: whether root's network accounts may go yet
+    // (operator-user.sh, run by the agent on the primary).
+    if c.operator_account {
+        env.push(pod::env("ROOT_REMOTE_FILE", scripts::config_path(memory::ROOT_REMOTE_KEY)));
+    }
     let mut mounts = vec![
         pod::mount(DATA_DIR_VOLUME, DATA_DIR, false),
         pod::mount("conf", CONF_DIR, false),
@@ -205,7 +210,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                         .chain(c.exporter.as_ref().map(|_| pod::mount("exporter-secret", EXPORTER_SECRET_DIR, true)))
                         .collect(),
                 ),
-                ..container("agent", pod::run_script("agent.sh"))
+                ..container(AGENT, pod::run_script("agent.sh"))
             },
         ]
         .into_iter()
@@ -297,6 +302,8 @@ const DATA_DIR_VOLUME: &str = DATA_VOLUME;
 /// `caching_sha2_password` works without TLS, and it keeps the account local.
 pub const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
 /// The exporter's account (`exporter-user.sh` makes it: `'exporter'@'localhost'`).
+/// The agent sidecar's container name (agent.sh).
+pub const AGENT: &str = "agent";
 pub const EXPORTER_USER: &str = "exporter";
 /// The exporter's port.
 pub const EXPORTER_PORT: i32 = 9104;

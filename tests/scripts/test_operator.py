@@ -1,0 +1,118 @@
+"""The operator account (issue 18.5) against real MariaDB servers: a cluster
+made before it (root@'%', no mysqlhook) moves to it without a moment in which
+the scripts cannot reach a server, and ends with root local only.
+
+- A legacy cluster's servers know only root@'%'.  Scripts given the operator
+  password fall back to root on a server that refuses mysqlhook (ER 1045), so
+  a failover or switchover Job of the new template still works there.
+- The primary's agent, with the operator password, creates mysqlhook@'%' on
+  the primary; it replicates; root@'%' stays while rootRemote says `keep`.
+- Once rootRemote says `drop`, the agent drops root's network accounts, on the
+  primary, and that replicates too: root logs in through the socket only, every
+  script works as mysqlhook, and nothing was written on a replica directly.
+- A changed operator password is set again; a replica's agent changes nothing.
+The session's `world` (conftest.py) checks every command line of it for passwords.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from conftest import REPORT
+from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, Cluster, client_cnf
+
+
+def tcp_login(world, server, user: str, password: str) -> subprocess.CompletedProcess:
+    cnf = client_cnf(world.root / f"login-{user}.cnf", user, password)
+    return subprocess.run(["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
+                           "-P", str(server.port), "--connect-timeout=5", "-N", "-B", "-e", "SELECT CURRENT_USER()"],
+                          capture_output=True, text=True, timeout=30)
+
+
+def socket_root(world, server) -> subprocess.CompletedProcess:
+    return subprocess.run(["mariadb", f"--defaults-extra-file={world.cnf_root}", "--protocol=SOCKET",
+                           f"--socket={server.sock}", "-N", "-B", "-e", "SELECT CURRENT_USER()"],
+                          capture_output=True, text=True, timeout=30)
+
+
+def accounts(server) -> list[list[str]]:
+    return server.query("SELECT user, host FROM mysql.user WHERE user IN ('root', 'mysqlhook') ORDER BY user, host")
+
+
+def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
+    c = Cluster(world, request.node.name, legacy=True)
+    try:
+        c.bootstrap()
+        primary, replica = c["db-0"], c["db-1"]
+        pf = world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        remote = world.root / c.tag / "rootRemote"
+        remote.write_text("keep\n")
+        op = {"OPERATOR_PASSWORD_FILE": world.operator_password_file}
+        assert accounts(primary) == [["root", "%"], ["root", "localhost"]]
+
+        # A script of the new template on servers that do not know mysqlhook yet:
+        # it falls back to root and works.
+        r = c.run("join.sh", POD_NAME="db-2", PRIMARY_FILE=pf, **op)
+        assert r.rc == 0 and r.json["result"] in ("joined", "already-replica"), r
+
+        def agent(pod, **env):
+            return c.run("agent.sh", POD_NAME=pod, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
+                         ROOT_REMOTE_FILE=remote, SERVER_SOCKET=c[pod].sock, **env)
+
+        # A replica's agent leaves the account to the primary.
+        gtid = primary.value("SELECT @@gtid_binlog_pos")
+        r = agent("db-1", **op)
+        assert r.rc == 0 and "operator-user" not in r.stdout, r
+        assert tcp_login(world, replica, "mysqlhook", OPERATOR_PASSWORD).returncode != 0
+
+        # The primary's agent creates it; root@'%' stays (keep).
+        r = agent("db-0", **op)
+        assert r.rc == 0 and '"result":"operator-user"' in r.stdout and '"changed":true' in r.stdout, r
+        c.wait_synced(primary)
+        for s in c.servers:
+            assert accounts(s) == [["mysqlhook", "%"], ["root", "%"], ["root", "localhost"]], s.name
+            assert tcp_login(world, s, "mysqlhook", OPERATOR_PASSWORD).stdout.strip() == "mysqlhook@%"
+            assert tcp_login(world, s, "root", ROOT_PASSWORD).returncode == 0
+        # A steady primary writes nothing.
+        before = primary.value("SELECT @@gtid_binlog_pos")
+        r = agent("db-0", **op)
+        assert r.rc == 0 and '"changed":true' not in r.stdout, r
+        assert primary.value("SELECT @@gtid_binlog_pos") == before
+
+        # drop: root is local only, everywhere, through replication.
+        remote.write_text("drop\n")
+        r = agent("db-0", **op)
+        assert r.rc == 0 and '"changed":true' in r.stdout, r
+        for s in c.servers:
+            s.legacy = False   # the harness logs in as mysqlhook from here on
+        c.wait_synced(primary)
+        for s in c.servers:
+            assert accounts(s) == [["mysqlhook", "%"], ["root", "localhost"]], s.name
+            denied = tcp_login(world, s, "root", ROOT_PASSWORD)
+            assert denied.returncode != 0 and "1045" in denied.stderr, denied
+            assert socket_root(world, s).stdout.strip() == "root@localhost"
+        # Nothing was written on a replica directly: every GTID is the primary's.
+        for s in (c["db-1"], c["db-2"]):
+            assert s.value("SELECT @@gtid_binlog_pos") == primary.value("SELECT @@gtid_binlog_pos")
+        assert primary.value("SELECT @@gtid_binlog_pos") != gtid
+
+        # The scripts work as mysqlhook alone: a switchover and back.
+        c.legacy = False
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+        assert r.rc == 0 and r.json["result"] == "switched", r
+        r = c.run("switchover.sh", PRIMARY="db-1", TARGET="db-0")
+        assert r.rc == 0 and r.json["result"] == "switched", r
+
+        # A changed operator password is set again by the primary's agent.
+        new_pw = world.root / c.tag / "operator-password-2"
+        new_pw.write_text("n3w 'op\"pw")
+        r = agent("db-0", MYSQL_ROOT_PASSWORD_FILE=world.root_password_file, OPERATOR_PASSWORD_FILE=new_pw)
+        assert r.rc == 0 and '"changed":true' in r.stdout, r
+        assert tcp_login(world, primary, "mysqlhook", "n3w 'op\"pw").returncode == 0
+        r = agent("db-0", **op)
+        assert r.rc == 0 and '"changed":true' in r.stdout, r
+        REPORT.append("operator account: a legacy cluster moved to mysqlhook@'%' with root local only; "
+                      "scripts fell back to root until then; a switchover ran as mysqlhook alone")
+    finally:
+        c.close()
