@@ -529,7 +529,8 @@ def operator_scenarios(st, live):
     the key existed (the hook never updates it) keeps the scripts logging in as
     root over the network: its pods mount only the two keys it has, and once
     they run that template nothing rolls. When every server pod has the operator
-    password, rootRemote says `drop`. A user's own Secret is read through
+    password, rootRemote says `drop`, and Jobs no longer get root's password.
+    A user's own Secret is read through
     customize: with the key, the operator account; without it, as before."""
     legacy = copy.deepcopy(live)
     for o in legacy["Secret.v1"].values():
@@ -550,6 +551,9 @@ def operator_scenarios(st, live):
         pod["spec"]["containers"].append({"name": "agent", "image": "mysql:8.4.3", "env": [
             {"name": "OPERATOR_PASSWORD_FILE", "value": "/etc/mysql-hook-credentials/operator-password"}]})
     write("sync", "operator-account-everywhere", request(parent(status=st), live, related(*agents)))
+    # Root local only: a Job (here a requested switchover's) gets no root password.
+    write("sync", "operator-account-everywhere-switchover", request(
+        annotated(parent(status=st), **{"mysqlhook.dev/switchover-to": "db-2"}), live, related(*agents)))
     own = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
            "metadata": {"name": "db-root-credentials", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000004",
                         "resourceVersion": "39003", "creationTimestamp": "2026-11-01T09:00:00Z"},

@@ -265,16 +265,21 @@ write_cnf() {  # write_cnf USER PASSWORD
     fi
   } > "$CNF"
 }
-: "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
+# Root's password is required without the operator account; with it, a Job of
+# a cluster whose root is local only no longer gets it (the hook's
+# rootRemote: drop).
+[ -n "${OPERATOR_PASSWORD:-}" ] || : "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 # CNF_ROOT: root's option file, only while a cluster moves to the operator
 # account (sql() falls back to it when a server does not know OPERATOR_USER
 # yet: the account reaches each server through replication; operator-user.sh).
 CNF_ROOT=""
 if [ -n "${OPERATOR_PASSWORD:-}" ]; then
-  CNF_ROOT=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX"); chmod 600 "$CNF_ROOT"
-  tmp_cnf=$CNF; CNF=$CNF_ROOT
-  write_cnf root "$MYSQL_ROOT_PASSWORD"
-  CNF=$tmp_cnf; unset tmp_cnf
+  if [ -n "${MYSQL_ROOT_PASSWORD:-}" ]; then
+    CNF_ROOT=$(mktemp "${TMPDIR:-/tmp}/hookcnf.XXXXXX"); chmod 600 "$CNF_ROOT"
+    tmp_cnf=$CNF; CNF=$CNF_ROOT
+    write_cnf root "$MYSQL_ROOT_PASSWORD"
+    CNF=$tmp_cnf; unset tmp_cnf
+  fi
   write_cnf "$OPERATOR_USER" "$OPERATOR_PASSWORD"
 else
   write_cnf root "$MYSQL_ROOT_PASSWORD"

@@ -26,6 +26,7 @@ SCRIPT_NAME=operator-user
 self=${POD_NAME:-}
 is_member "$self" || fail bad-env "POD_NAME '$self' is not in PODS"
 [ -n "${OPERATOR_PASSWORD:-}" ] || fail bad-env "OPERATOR_PASSWORD_FILE is required"
+[ -n "$CNF_ROOT" ] || fail bad-env "MYSQL_ROOT_PASSWORD_FILE is required (root logs in through the socket)"
 SERVER_SOCKET=${SERVER_SOCKET:-/var/run/mysqld/mysqld.sock}
 r_str pod "$self"
 waiting() { r_str reason "$1"; r_str message "$2"; finish waiting 75; }

@@ -63,9 +63,20 @@ printf '!includedir %s\n' "$vdir/conf" > "$vdir/server.cnf"
 # sub SCRIPT: run a sibling script against the throwaway server; its result
 # line (last stdout line) in SUB_LINE, its exit code returned.  Its termination
 # message is not this script's.
+# The throwaway server's root: this Job's root password (without the operator
+# account this script logs in to the throwaway server as root), or, in a Job
+# of a cluster whose root is local only (no root password here), one of its
+# own.  A private file either way, as init.sh and restore.sh read it.
+root_file=$vdir/root-password
+if [ -n "${MYSQL_ROOT_PASSWORD:-}" ]; then
+  (umask 077; printf '%s' "$MYSQL_ROOT_PASSWORD" > "$root_file")
+else
+  (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$root_file")
+fi
 sub() {
   local rc=0
-  SUB_LINE=$(CONF_DIR="$vdir/conf" DATA_DIR="$vdir/data" TMPDIR="$vdir/tmp" MY_CNF="$vdir/my.cnf" \
+  SUB_LINE=$(MYSQL_ROOT_PASSWORD_FILE="$root_file" \
+    CONF_DIR="$vdir/conf" DATA_DIR="$vdir/data" TMPDIR="$vdir/tmp" MY_CNF="$vdir/my.cnf" \
     SERVER_DEFAULTS_FILE="$vdir/server.cnf" TERMINATION_LOG=/dev/null bash "$SCRIPTS_DIR/$1" | tail -n 1) || rc=$?
   return "$rc"
 }

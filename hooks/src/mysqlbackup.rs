@@ -124,8 +124,8 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
     cluster.tls = crate::tls::decided(mysql, &cluster.names, &request.related.config_maps);
     // Nor the credentials Secret: its key `rootRemote` in the config ConfigMap says
     // the cluster's hook found the operator account's password there.
-    cluster.operator_account = operator_account_decided(&cluster.names, &request.related.config_maps);
-    cluster.root_remote_drop = false;
+    (cluster.operator_account, cluster.root_remote_drop) =
+        operator_account_decided(&cluster.names, &request.related.config_maps);
     let gate = access::Gate {
         namespace,
         cluster: cluster_name,
@@ -285,18 +285,20 @@ fn pods_replicas_first(c: &Cluster, observed: &Observed<'_>) -> (String, String)
     (pods, source)
 }
 
-/// Whether the cluster's own hook runs it with the operator account: its config
-/// ConfigMap has the key `rootRemote`, which it writes only then. Without the
-/// ConfigMap (not observed yet): no, so a Job never mounts a key that may not exist.
+/// Whether the cluster's own hook runs it with the operator account (its config
+/// ConfigMap has the key `rootRemote`, which it writes only then), and whether
+/// root is local only already (`drop`). Without the ConfigMap (not observed yet):
+/// no and no, so a Job never mounts a key that may not exist.
 fn operator_account_decided(
     names: &Names,
     config_maps: &crate::metacontroller::ByKey<k8s_openapi::api::core::v1::ConfigMap>,
-) -> bool {
-    config_maps
+) -> (bool, bool) {
+    let value = config_maps
         .values()
         .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))
         .and_then(|cm| cm.data.as_ref())
-        .is_some_and(|d| d.contains_key(crate::memory::ROOT_REMOTE_KEY))
+        .and_then(|d| d.get(crate::memory::ROOT_REMOTE_KEY));
+    (value.is_some(), value.is_some_and(|v| v.trim() == "drop"))
 }
 
 /// Answers a `MySQLBackup` customize call: the cluster, its server pods, this

@@ -17,9 +17,11 @@ The session's `world` (conftest.py) checks every command line of it for password
 from __future__ import annotations
 
 import subprocess
+import tempfile
+from pathlib import Path
 
 from conftest import REPORT
-from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, Cluster, client_cnf
+from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, Cluster, client_cnf, free_port
 
 
 def tcp_login(world, server, user: str, password: str) -> subprocess.CompletedProcess:
@@ -97,12 +99,24 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
             assert s.value("SELECT @@gtid_binlog_pos") == primary.value("SELECT @@gtid_binlog_pos")
         assert primary.value("SELECT @@gtid_binlog_pos") != gtid
 
-        # The scripts work as mysqlhook alone: a switchover and back.
+        # The Jobs of a cluster whose root is local only get no root password
+        # (the hook's rootRemote: drop): a switchover and back, and a verified
+        # backup (its throwaway server makes a root of its own), as mysqlhook alone.
         c.legacy = False
-        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+        no_root = {"MYSQL_ROOT_PASSWORD_FILE": ""}
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", **no_root)
         assert r.rc == 0 and r.json["result"] == "switched", r
-        r = c.run("switchover.sh", PRIMARY="db-1", TARGET="db-0")
+        r = c.run("switchover.sh", PRIMARY="db-1", TARGET="db-0", **no_root)
         assert r.rc == 0 and r.json["result"] == "switched", r
+        bdir = world.root / c.tag / "backups"
+        bdir.mkdir()
+        vdir = Path(tempfile.mkdtemp(prefix="v-")) / "v"   # short: a socket path must fit in 107 bytes
+        r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b", BACKUP_VERIFY="true",
+                  VERIFY_DIR=vdir, VERIFY_PORT=free_port(), **no_root)
+        assert r.rc == 0 and r.json["result"] == "backed-up" and r.json.get("verified") is True, r
+        # Without either password a script says so.
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", OPERATOR_PASSWORD_FILE="", **no_root)
+        assert r.rc != 0 and "MYSQL_ROOT_PASSWORD" in r.stdout + r.stderr, r
 
         # A changed operator password is set again by the primary's agent.
         new_pw = world.root / c.tag / "operator-password-2"
@@ -113,6 +127,7 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
         r = agent("db-0", **op)
         assert r.rc == 0 and '"changed":true' in r.stdout, r
         REPORT.append("operator account: a legacy cluster moved to mysqlhook@'%' with root local only; "
-                      "scripts fell back to root until then; a switchover ran as mysqlhook alone")
+                      "scripts fell back to root until then; switchovers and a verified backup ran as mysqlhook "
+                      "alone, without root's password")
     finally:
         c.close()

@@ -196,7 +196,12 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
     for server in init.iter_mut().chain([&mut main]).filter(|k| k.name == "backup") {
         with_key(server, &mut volumes, b.signing_key, "BACKUP_SIGNING_KEY_FILE");
     }
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
+    volumes.extend([
+        pod::config_volume(c),
+        pod::scripts_volume(),
+        pod::job_credentials_volume(c),
+        pod::empty_dir("tmp"),
+    ]);
     job_spec(c, &b.labels, init, main, volumes, DEADLINE_SECONDS)
 }
 
@@ -281,7 +286,12 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     if main.name == "restore" {
         with_key(&mut main, &mut volumes, r.verify_key, "RESTORE_VERIFY_KEY_FILE");
     }
-    volumes.extend([pod::config_volume(c), pod::scripts_volume(), pod::credentials_volume(c), pod::empty_dir("tmp")]);
+    volumes.extend([
+        pod::config_volume(c),
+        pod::scripts_volume(),
+        pod::job_credentials_volume(c),
+        pod::empty_dir("tmp"),
+    ]);
     job_spec(c, &r.labels, init, main, volumes, r.deadline_seconds)
 }
 

@@ -65,7 +65,7 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
                     volumes: Some(vec![
                         pod::config_volume(c),
                         pod::scripts_volume(),
-                        pod::credentials_volume(c),
+                        pod::job_credentials_volume(c),
                         pod::empty_dir("tmp"),
                     ]),
                     security_context: Some(pod::pod_security()),

@@ -55,7 +55,7 @@ pub fn secret_env(name: &str, secret: &str, key: &str) -> EnvVar {
 /// starts, readable in `/proc/<pid>/environ` and shown by `kubectl describe`.
 #[must_use]
 pub fn script_env(c: &Cluster) -> Vec<EnvVar> {
-    let mut vars = credentials_env(c);
+    let mut vars = credentials_env(c, jobs_hold_root(c));
     vars.insert(2, env("PODS", c.pods_env()));
     // spec.tls once every server serves it (see [`crate::tls`]): a Job made now
     // verifies; one made before connects as it was made to.
@@ -86,7 +86,7 @@ pub fn add_job_tls(c: &Cluster, spec: &mut k8s_openapi::api::core::v1::PodSpec) 
 /// its kubelet sees the new file knows its own address from `POD_HOST`.
 #[must_use]
 pub fn server_env(c: &Cluster) -> Vec<EnvVar> {
-    let mut vars = credentials_env(c);
+    let mut vars = credentials_env(c, true);
     vars.extend([
         pod_name_env(),
         env("POD_HOST", format!("$(POD_NAME).{}.{}.svc:3306", c.names.headless, c.namespace)),
@@ -95,13 +95,12 @@ pub fn server_env(c: &Cluster) -> Vec<EnvVar> {
     vars
 }
 
-fn credentials_env(c: &Cluster) -> Vec<EnvVar> {
-    let mut vars = vec![
-        env("FLAVOR", c.flavor.as_str()),
-        env("CLUSTER", c.names.cluster.as_str()),
-        env("MYSQL_ROOT_PASSWORD_FILE", credentials_path(credentials::ROOT_PASSWORD)),
-        env("REPLICATION_PASSWORD_FILE", credentials_path(credentials::REPLICATION_PASSWORD)),
-    ];
+fn credentials_env(c: &Cluster, root: bool) -> Vec<EnvVar> {
+    let mut vars = vec![env("FLAVOR", c.flavor.as_str()), env("CLUSTER", c.names.cluster.as_str())];
+    if root {
+        vars.push(env("MYSQL_ROOT_PASSWORD_FILE", credentials_path(credentials::ROOT_PASSWORD)));
+    }
+    vars.push(env("REPLICATION_PASSWORD_FILE", credentials_path(credentials::REPLICATION_PASSWORD)));
     if c.operator_account {
         vars.push(env(OPERATOR_PASSWORD_FILE, credentials_path(credentials::OPERATOR_PASSWORD)));
     }
@@ -123,10 +122,34 @@ fn credentials_path(key: &str) -> String {
 }
 
 /// The password keys of the credentials Secret as files (the operator's only
-/// when the Secret has it), readable by the `mysql` group only (`fsGroup`).
+/// when the Secret has it), readable by the `mysql` group only (`fsGroup`): for
+/// the server pods.
 #[must_use]
 pub fn credentials_volume(c: &Cluster) -> Volume {
-    let mut keys = credentials::KEYS.to_vec();
+    credentials_keys_volume(c, true)
+}
+
+/// The same for a Job's pod: without root's password once root is local only
+/// ([`jobs_hold_root`]).
+#[must_use]
+pub fn job_credentials_volume(c: &Cluster) -> Volume {
+    credentials_keys_volume(c, jobs_hold_root(c))
+}
+
+/// Whether Jobs get root's password: not once every server runs with the operator
+/// account (`rootRemote: drop`), when root has no network account left for a Job
+/// to use; its password then stays in the server pods, where root can log in.
+#[must_use]
+pub fn jobs_hold_root(c: &Cluster) -> bool {
+    !(c.operator_account && c.root_remote_drop)
+}
+
+fn credentials_keys_volume(c: &Cluster, root: bool) -> Volume {
+    let mut keys: Vec<&str> = Vec::new();
+    if root {
+        keys.push(credentials::ROOT_PASSWORD);
+    }
+    keys.push(credentials::REPLICATION_PASSWORD);
     if c.operator_account {
         keys.push(credentials::OPERATOR_PASSWORD);
     }
