@@ -60,9 +60,6 @@ mkdir -p "$vdir/conf" "$vdir/data" "$vdir/tmp"
 } > "$vdir/my.cnf"
 printf '!includedir %s\n' "$vdir/conf" > "$vdir/server.cnf"
 
-# sub SCRIPT: run a sibling script against the throwaway server; its result
-# line (last stdout line) in SUB_LINE, its exit code returned.  Its termination
-# message is not this script's.
 # The throwaway server's root: this Job's root password (without the operator
 # account this script logs in to the throwaway server as root), or, in a Job
 # of a cluster whose root is local only (no root password here), one of its
@@ -73,6 +70,9 @@ if [ -n "${MYSQL_ROOT_PASSWORD:-}" ]; then
 else
   (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$root_file")
 fi
+# sub SCRIPT: run a sibling script against the throwaway server; its result
+# line (last stdout line) in SUB_LINE, its exit code returned.  Its termination
+# message is not this script's.
 sub() {
   local rc=0
   SUB_LINE=$(MYSQL_ROOT_PASSWORD_FILE="$root_file" \

@@ -57,6 +57,24 @@ pub const REBUILD_ERRANT_KEY: &str = "rebuildErrant";
 /// account only.
 pub const ROOT_REMOTE_KEY: &str = "rootRemote";
 
+/// The value of `key` in the cluster's config ConfigMap among `config_maps`: how
+/// the hooks of other objects (`MySQLBackup`) read what the cluster's own hook
+/// decided (TLS verification, the operator account).
+#[must_use]
+pub fn config_value<'a>(
+    names: &crate::names::Names,
+    config_maps: &'a crate::metacontroller::ByKey<k8s_openapi::api::core::v1::ConfigMap>,
+    key: &str,
+) -> Option<&'a str> {
+    config_maps
+        .values()
+        .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))?
+        .data
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
 /// Purposes of the Jobs that change roles, in the order of [`crate::roles`].
 pub const ROLE_PURPOSES: [&str; 2] = ["failover", "switchover"];
 /// The purpose of the bootstrap Job.

@@ -293,11 +293,7 @@ fn operator_account_decided(
     names: &Names,
     config_maps: &crate::metacontroller::ByKey<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> (bool, bool) {
-    let value = config_maps
-        .values()
-        .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))
-        .and_then(|cm| cm.data.as_ref())
-        .and_then(|d| d.get(crate::memory::ROOT_REMOTE_KEY));
+    let value = crate::memory::config_value(names, config_maps, crate::memory::ROOT_REMOTE_KEY);
     (value.is_some(), value.is_some_and(|v| v.trim() == "drop"))
 }
 

@@ -160,12 +160,7 @@ pub fn decided(
     config_maps: &ByKey<k8s_openapi::api::core::v1::ConfigMap>,
 ) -> Option<Tls> {
     let spec = parent.spec.tls.as_ref()?;
-    let mode = config_maps
-        .values()
-        .find(|cm| cm.metadata.name.as_deref() == Some(names.config.as_str()))?
-        .data
-        .as_ref()?
-        .get(MODE_KEY)?;
+    let mode = crate::memory::config_value(names, config_maps, MODE_KEY)?;
     (mode.trim() == VERIFY).then(|| Tls { secret: spec.secret_name.clone(), verify: true })
 }
 
