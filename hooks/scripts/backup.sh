@@ -9,7 +9,9 @@
 #   binlog/        every binary log file the source still has (raw copies,
 #                  fetched over the replication protocol) for point-in-time
 #                  recovery up to the moment of the backup; a later backup's
-#                  binlog/ covers the time after this one (see restore.sh)
+#                  binlog/ covers the time after this one (see restore.sh).
+#                  None with BACKUP_BINLOGS=archive: the cluster's binary log
+#                  archive (binlog.sh) holds them, each file once
 #   POSITIONS      "key value" lines: dump-gtid, pitr-from (the earliest
 #                  second a point-in-time restore of this dump may stop at),
 #                  binlogs-until (binlog/ holds every transaction the primary
@@ -105,7 +107,8 @@ catch_up() {
 
 work=$dir/.$name.partial
 rm -rf "$work"
-mkdir -p "$work/binlog"
+mkdir -p "$work"
+[ "${BACKUP_BINLOGS:-copy}" = archive ] || mkdir -p "$work/binlog"
 printf '%s\n' "${BACKUP_OWNER:-}" > "$work/OWNER"
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
@@ -142,12 +145,18 @@ gtid_ge "$gtid" "$x0" || fail source-behind "the dump's position [$gtid] is behi
 catch_up
 if gtid_within "$gtid" "$x0"; then pitr_from=$((t0 + 1)); else pitr_from=$((CLOCK + 1)); fi
 
-# Binary logs: from the source, once it has executed what the primary had now.
-catch_up
-binlogs_until=$CLOCK binlogs_gtid=$POS
-mapfile -t blfiles < <(sql_binlog_files "$source")
-if (( ${#blfiles[@]} > 0 )); then
-  binlog_fetch "$source" "$work/binlog" "${blfiles[0]%%$'\t'*}"
+# Binary logs: from the source, once it has executed what the primary had now;
+# none with BACKUP_BINLOGS=archive (binlog.sh archives each file once, and
+# restores read the archive; the dump then reaches its own pitr-from only).
+if [ "${BACKUP_BINLOGS:-copy}" = archive ]; then
+  binlogs_until=$pitr_from binlogs_gtid=$gtid
+else
+  catch_up
+  binlogs_until=$CLOCK binlogs_gtid=$POS
+  mapfile -t blfiles < <(sql_binlog_files "$source")
+  if (( ${#blfiles[@]} > 0 )); then
+    binlog_fetch "$source" "$work/binlog" "${blfiles[0]%%$'\t'*}"
+  fi
 fi
 finished=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 printf 'dump-gtid %s\npitr-from %s\nbinlogs-until %s\nbinlogs-gtid %s\n' \

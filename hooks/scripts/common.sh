@@ -1596,6 +1596,29 @@ binlog_start_state() {
   [ "$FLAVOR" = mysql ] && (( prev )) && { printf '%s' "${out//[[:space:]]/}"; return 0; }
   return 1
 }
+# sql_binlog_start_state POD FILE: binlog_start_state of FILE, read on POD.
+# MySQL: SHOW BINLOG EVENTS (RM 15.7.7.3), the Previous_gtids event's Info.
+# MariaDB: SHOW BINLOG EVENTS, the Gtid_list event's Info "[d-s-n,...]".
+sql_binlog_start_state() {
+  local pod=$1 f=$2 line
+  local -a ev
+  while IFS= read -r line; do
+    IFS=$'\t' read -r -a ev <<< "$line"
+    case ${ev[2]:-} in
+      Gtid_list) line=${ev[5]:-}; line=${line#[}; printf '%s' "${line%]}"; return 0 ;;
+      Previous_gtids) line=${ev[5]:-}; printf '%s' "${line//[[:space:]]/}"; return 0 ;;
+    esac
+  done < <(sql "$pod" "SHOW BINLOG EVENTS IN $(sql_quote "$f") LIMIT 4")
+  return 1
+}
+# binlog_fetch_one POD DIR FILE: a raw copy of one binary log file of POD.
+# MySQL: mysqlbinlog --read-from-remote-server --raw (RM 6.6.9.3).
+# MariaDB: mariadb-binlog, the same options.
+binlog_fetch_one() {
+  local pod=$1 dir=$2 f=$3
+  timeout "${BINLOG_TIMEOUT:-1800}" "$BINLOG" --defaults-extra-file="$CNF" --read-from-remote-server --raw \
+    --protocol=TCP --host="$(pod_host "$pod")" --port="$(pod_port "$pod")" --result-file="$dir/" "$f"
+}
 # gtid_within START POS: every transaction of the state START is inside the
 # position POS (a binary log that began at START can continue a dump taken
 # at POS).  MySQL: START subset of POS.  MariaDB: per domain, START's

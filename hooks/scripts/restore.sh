@@ -4,7 +4,10 @@
 # RESTORE_UNTIL ('YYYY-MM-DD HH:MM:SS', UTC) is set, replays binary logs from
 # the dump's GTID position up to (not including) that second.  The binary logs
 # come from RESTORE_BINLOGS_FROM (a later backup whose binlog/ covers the
-# time wanted; default RESTORE_FROM itself).
+# time wanted; default RESTORE_FROM itself) or, when RESTORE_BINLOGS_FROM is
+# unset and RESTORE_ARCHIVE names a binary log archive (binlog.sh, issue 19.3)
+# that exists, from one server's archived sequence; the backup's own binary
+# logs when no archived sequence covers the point.
 # Granularity: one second (--stop-datetime); a transaction whose first event
 # is at or after RESTORE_UNTIL is not applied.
 # Before anything is loaded a point-in-time restore proves (issues 19.1,
@@ -77,15 +80,59 @@ if [ -n "$until" ]; then
   pitr_from=$POS_PITR_FROM
   (( t_until >= pitr_from )) ||
     fail before-backup "$from holds transactions up to $(utc_of $((pitr_from - 1))) UTC, later than $until: restore an older backup, with binlogsFrom naming this one"
-  read_positions "$binfrom" ||
-    fail cannot-prove "$binfrom has no POSITIONS (written by an older mysql-hook): how far its binary logs reach is unknown"
-  (( t_until <= POS_BINLOGS_UNTIL )) ||
-    fail binlog-gap "the binary logs of $binfrom reach $(utc_of "$POS_BINLOGS_UNTIL") UTC; the transactions from then up to $until are in no backup: restore with binlogsFrom naming a later backup"
-  gtid_ge "$POS_BINLOGS_GTID" "$g" ||
-    fail binlog-gap "the binary logs of $binfrom end at [$POS_BINLOGS_GTID], before the dump's position [$g]: not a later backup of the same history"
-  for f in "$binfrom"/binlog/*; do [ -f "$f" ] && files+=("$f"); done
-  (( ${#files[@]} > 0 )) || fail binlog-gap "no binary logs in $binfrom/binlog: the transactions after [$g] up to $until are missing"
-  binlog_continuity "$g" "${files[@]}" || fail binlog-gap "$CONT_ERR"
+  # The binary logs: the incremental archive (binlog.sh) when there is one and
+  # no backup was named for them, else (or when no archived sequence serves)
+  # the binary logs copied into the backup binfrom.  The archive is not
+  # signed: with a verification key only signed backups' binary logs are used.
+  errs=""
+  if [ -n "${RESTORE_VERIFY_KEY_FILE:-}" ] && [ -n "${RESTORE_ARCHIVE:-}" ] && [ -d "$RESTORE_ARCHIVE" ]; then
+    errs="the binary log archive is not signed, and a verification key is set"
+  elif [ -z "${RESTORE_BINLOGS_FROM:-}" ] && [ -n "${RESTORE_ARCHIVE:-}" ] && [ -d "$RESTORE_ARCHIVE" ]; then
+    # One server's sequence that reaches the point and continues the dump.
+    for u in "$RESTORE_ARCHIVE"/*.until; do
+      [ -f "$u" ] || continue
+      id=${u##*/}; id=${id%.until}
+      read -r a_clock _ < "$u" || true
+      if ! [[ $a_clock =~ ^[0-9]+$ ]] || (( t_until > a_clock )); then
+        errs+="${errs:+; }archive $id: archived up to $(utc_of "${a_clock:-0}") UTC, the transactions from then up to $until are not archived yet"
+        continue
+      fi
+      x=$(mktemp -d "${TMPDIR:-/tmp}/archive.XXXXXX")
+      cand=()
+      for z in "$RESTORE_ARCHIVE/$id"/*.gz; do
+        [ -f "$z" ] || continue
+        b=${z##*/}; b=${b%.gz}
+        gzip -dc "$z" > "$x/$b" || fail corrupt "$z does not decompress"
+        cand+=("$x/$b")
+      done
+      if (( ${#cand[@]} > 0 )) && binlog_continuity "$g" "${cand[@]}"; then
+        files=("${cand[@]}"); r_str archive "$id"; break
+      fi
+      rm -rf "$x"
+      errs+="${errs:+; }archive $id: ${CONT_ERR:-no archived files}"
+    done
+  fi
+  if (( ${#files[@]} == 0 )); then
+    berr=""
+    if ! read_positions "$binfrom"; then
+      berr="$binfrom has no POSITIONS (written by an older mysql-hook): how far its binary logs reach is unknown"
+    elif (( t_until > POS_BINLOGS_UNTIL )); then
+      berr="the binary logs of $binfrom reach $(utc_of "$POS_BINLOGS_UNTIL") UTC; the transactions from then up to $until are in no backup: restore with binlogsFrom naming a later backup"
+    elif ! gtid_ge "$POS_BINLOGS_GTID" "$g"; then
+      berr="the binary logs of $binfrom end at [$POS_BINLOGS_GTID], before the dump's position [$g]: not a later backup of the same history"
+    else
+      for f in "$binfrom"/binlog/*; do [ -f "$f" ] && files+=("$f"); done
+      if (( ${#files[@]} == 0 )); then
+        berr="no binary logs in $binfrom/binlog: the transactions after [$g] up to $until are missing"
+      elif ! binlog_continuity "$g" "${files[@]}"; then
+        berr=$CONT_ERR files=()
+      fi
+    fi
+    if (( ${#files[@]} == 0 )); then
+      [ -n "$errs" ] || [[ $berr != *"no POSITIONS"* ]] || fail cannot-prove "$berr"
+      fail binlog-gap "$berr${errs:+; $errs}"
+    fi
+  fi
 fi
 
 # earlier run?

@@ -14,7 +14,14 @@
 #                   result.json is uploaded, then result.json, the commit
 #                   marker, last.  Then, with KEEP and RETENTION_OWNER, prune.
 #   s3.sh download  before restore.sh: BACKUP_NAME (and BINLOGS_NAME) into
-#                   staging, committed backups only.
+#                   staging, committed backups only; with ARCHIVE=true the
+#                   binary log archive (_binlog/) as well.
+#   s3.sh archive-pull / archive-push
+#                   around binlog.sh (the binary log archive, issue 19.3, in
+#                   <prefix>/_binlog/): pull the small files it reads, push the
+#                   files it archived (sidecars after data), delete the ones
+#                   its retention let go; binlog.sh's result (.result) is the
+#                   push's result.
 #   s3.sh prune     keep the newest KEEP committed backups under the prefix
 #                   whose OWNER file reads exactly RETENTION_OWNER (by commit
 #                   time); remove the older ones.  Never touches uncommitted
@@ -136,8 +143,42 @@ case ${1:-} in
       s3 s3 cp --recursive --only-show-errors "$base/$n/" "$STAGING/$n/" 2>"$ERR" ||
         fail download-failed "copying $base/$n/: $(cause)"
     done
+    # ARCHIVE=true (a point-in-time restore): the binary log archive too
+    if [ "${ARCHIVE:-}" = true ]; then
+      s3 s3 cp --recursive --only-show-errors "$base/_binlog/" "$STAGING/_binlog/" 2>"$ERR" ||
+        fail download-failed "copying $base/_binlog/: $(cause)"
+    fi
+    ;;
+  archive-pull)
+    # Before binlog.sh: what it reads of the store -- the archive's sidecars
+    # (*.start, *.until) and the backups' OWNER, result.json and POSITIONS
+    # (for retention) -- never the archived files themselves.
+    bucket_ok
+    mkdir -p "$STAGING/_binlog"
+    s3 s3 cp --recursive --only-show-errors --exclude '*' --include '_binlog/*.start' --include '_binlog/*.until' \
+      --include '*/OWNER' --include '*/result.json' --include '*/POSITIONS' "$base/" "$STAGING/" 2>"$ERR" ||
+      fail download-failed "reading $base/: $(cause)"
+    ;;
+  archive-push)
+    # After binlog.sh: the new files, then their .start (a file counts as
+    # archived once its .start exists), then *.until (how far the archive
+    # reaches), then the files retention let go.  The result is binlog.sh's.
+    a=$STAGING/_binlog
+    [ -s "$a/.result" ] || fail bad-env "$a/.result is missing: binlog.sh did not finish"
+    for pat in '*.gz' '*.start' '*.until'; do
+      s3 s3 sync --only-show-errors --exclude '*' --include "$pat" --exclude '.*' "$a/" "$base/_binlog/" 2>"$ERR" ||
+        fail upload-failed "copying $pat to $base/_binlog/: $(cause)"
+    done
+    if [ -f "$a/PRUNE" ]; then
+      while IFS= read -r rel; do
+        [ -n "$rel" ] || continue
+        s3 s3 rm --only-show-errors "$base/_binlog/$rel" 2>"$ERR" || log "pruning $rel failed: $(cause)"
+      done < "$a/PRUNE"
+    fi
+    cat "$a/.result"
+    cat "$a/.result" > "$TERM_LOG" 2>/dev/null || true
     ;;
   prune) prune ;;
-  *) fail bad-env "usage: s3.sh check|upload|download|prune" ;;
+  *) fail bad-env "usage: s3.sh check|upload|download|prune|archive-pull|archive-push" ;;
 esac
 exit 0

@@ -479,3 +479,88 @@ def test_verified_backup_restores_first(cluster, world, request):
     REPORT.append(f"verification: {ok.json['verifiedTables']} tables restored into a throwaway server in "
                   f"{ok.json['verifySeconds']}s; a dump the server refuses fails verify-failed, nothing pruned "
                   f"(old backup {old.json['location']} kept)")
+
+# ------------------------------------------------------------ 19.3
+
+def test_binlog_archive(cluster, world, request):
+    """Issue 19.3: binlog.sh archives each closed binary log once (closing the current one
+    when it holds transactions), after a failover the new primary's own
+    sequence, and a restore from the archive reaches the last run; retention
+    keeps what the oldest kept backup needs."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    root = bdir_of(cluster)
+    adir = root / "binlog"
+    owner = "scheduled ns/db uid-1"
+    insert(p, 1, 21, "A")
+    cluster.wait_synced(p)
+    backup(cluster, root, "base", PRIMARY="db-0", BACKUP_OWNER=owner)
+
+    def archive(**env):
+        r = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, **env)
+        assert r.rc == 0 and r.json["result"] == "archived", r
+        return r
+
+    a1 = archive()
+    assert a1.json["archived"], a1
+    a2 = archive()
+    assert a2.json["archived"] == [], "nothing new: nothing archived twice"
+    insert(p, 21, 41, "B")
+    t1 = next_second()
+    insert(p, 41, 61, "C")
+    a3 = archive()
+    assert len(a3.json["archived"]) == 1, a3
+    # failover by hand: db-1 takes over, and the archive follows it
+    demote(cluster, "db-0", "db-1")
+    insert(cluster["db-1"], 61, 81, "D")
+    t2 = next_second()
+    insert(cluster["db-1"], 81, 101, "E")
+    a4 = archive()
+    assert a4.json["primary"] == "db-1" and a4.json["identity"] != a3.json["identity"], a4
+    t3 = next_second()
+    targets = []
+    try:
+        for until, want in ((t1, range(1, 41)), (t2, range(1, 81))):
+            tgt = fresh(world, f"arch-{len(targets)}")
+            targets.append(tgt)
+            rr = restore(world, tgt, root / "base", RESTORE_ARCHIVE=adir, RESTORE_UNTIL=fmt(until))
+            assert rr.rc == 0 and rr.json["pitr"] is True, rr
+            assert rows(tgt) == set(want), (fmt(until), len(rows(tgt)))
+            tgt.kill()
+        # after the last run: not archived yet, refused naming the range
+        tgt = fresh(world, "arch-late")
+        targets.append(tgt)
+        time.sleep(1)
+        late = restore(world, tgt, root / "base", RESTORE_ARCHIVE=adir, RESTORE_UNTIL=fmt(next_second()))
+        assert late.rc != 0 and late.json["reason"] == "binlog-gap" and a4.json["until"] in late.json["message"], late
+    finally:
+        for t in targets:
+            t.kill()
+    # retention: a newer backup is the oldest kept one; older archived files go
+    cluster.wait_synced(cluster["db-1"])
+    nb = backup(cluster, root, "newer", PRIMARY="db-1", BACKUP_OWNER=owner, BACKUP_BINLOGS="archive")
+    assert nb.json["binlogs"] == 0 and not (root / "newer" / "binlog").exists(), "the archive holds them"
+    import shutil
+    shutil.rmtree(root / "base")
+    insert(cluster["db-1"], 101, 111, "F")
+    a5 = archive(RETENTION_OWNER=owner)
+    assert a5.json["pruned"] > 0, a5
+    tgt = fresh(world, "arch-pruned")
+    try:
+        t4 = next_second()
+        a6 = archive(RETENTION_OWNER=owner)
+        # without the archive the backup alone cannot reach t4, and says so
+        no = restore(world, tgt, root / "newer", RESTORE_UNTIL=fmt(t4))
+        assert no.rc != 0 and no.json["reason"] == "binlog-gap", no
+        assert is_empty(tgt)
+        rr = restore(world, tgt, root / "newer", RESTORE_ARCHIVE=adir, RESTORE_UNTIL=fmt(t4))
+        assert rr.rc == 0 and rr.json["archive"] == a4.json["identity"], rr
+        assert rows(tgt) == set(range(1, 111))
+        left = sorted(str(f.relative_to(adir)) for f in adir.rglob("*") if f.is_file())
+        assert not any(f.endswith(".gz") and f.startswith(a3.json["identity"] + "/") for f in left), left
+    finally:
+        tgt.kill()
+    REPORT.append(f"binlog archive: runs archived {[len(a.json['archived']) for a in (a1, a2, a3, a4, a5, a6)]} "
+                  f"files; run took {a3.seconds:.1f}s; failover followed ({a3.json['identity']} -> "
+                  f"{a4.json['identity']}); pruned {a5.json['pruned']} after the oldest backup moved; "
+                  f"recovery point = the CronJob interval + {max(a.seconds for a in (a3, a4, a5)):.1f}s")

@@ -1,0 +1,130 @@
+#!/bin/bash
+# binlog.sh -- Job (CronJob <name>-binlog, every few minutes).  Archives the
+# current primary's binary logs incrementally (issue 19.3): each closed file
+# once, compressed, into $ARCHIVE_DIR/<server identity>/:
+#   <file>.gz      the raw binary log file, gzip
+#   <file>.start   the GTIDs the server had before the file began (its
+#                  Gtid_list / Previous_gtids), for continuity and retention
+#   ../<identity>.until  "<unix second> <position>": every transaction the
+#                  primary had binlogged when that second began is in the
+#                  archived files of <identity> (rewritten by every run)
+# The current file is closed first (FLUSH BINARY LOGS) when it holds any
+# transaction, so the archive reaches the moment of the run: the recovery
+# point is the CronJob's interval plus one run.  One server identity's files
+# form one sequence; after a failover the new primary's own sequence is
+# archived from its oldest file on, so a restore replays one sequence
+# (restore.sh picks the one that covers the point).
+# Retention (RETENTION_OWNER set): files no kept backup needs are removed --
+# an earlier primary's whole sequence once it ends before the oldest kept
+# backup's pitr-from; of the others, those followed by a file that began at or before the dump position of the
+# oldest complete backup of that owner in BACKUP_ROOT (its POSITIONS); their
+# .start stays while the primary still has the file, so a file is never
+# archived twice.
+# S3: s3.sh archive-pull mirrors the small files (*.start, *.until, the
+# backups' OWNER, result.json and POSITIONS) into staging first; this script
+# writes new files there and the names to delete into $ARCHIVE_DIR/PRUNE;
+# s3.sh archive-push uploads the new files, then *.until, then deletes.
+# Needs (the replicas' configuration): binary log expiry longer than the
+# CronJob's interval, or a file may be purged before it is archived (the
+# next restore then names the gap).
+SCRIPT_NAME=binlog
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+adir=${ARCHIVE_DIR:-}
+[ -n "$adir" ] || fail bad-env "ARCHIVE_DIR is required"
+mkdir -p "$adir" || fail bad-env "cannot create $adir"
+root=${BACKUP_ROOT:-$(dirname "$adir")}
+
+current_primary || fail no-primary "$PRIMARY_ERR"
+primary=$CURRENT_PRIMARY
+ident=$(sql_server_identity "$primary")
+[[ $ident =~ ^[A-Za-z0-9-]+$ ]] || fail bad-env "server identity '$ident' of $primary"
+r_str primary "$primary"
+r_str identity "$ident"
+mkdir -p "$adir/$ident"
+
+mapfile -t blfiles < <(sql_binlog_files "$primary")
+(( ${#blfiles[@]} > 0 )) || fail no-binlogs "$primary has no binary logs"
+cur=${blfiles[-1]%%$'\t'*}
+cur_start=$(sql_binlog_start_state "$primary" "$cur")
+IFS=$'\t' read -r clock pos < <(sql_clock_position "$primary")
+# Close the current file when it holds a transaction: it is archived now.
+if ! gtid_subset "$(sql_gtid_executed "$primary")" "$cur_start"; then
+  sql "$primary" "FLUSH BINARY LOGS"
+  mapfile -t blfiles < <(sql_binlog_files "$primary")
+fi
+archived=()
+declare -A on_primary=()
+for l in "${blfiles[@]}"; do on_primary[${l%%$'\t'*}]=1; done
+for ((i = 0; i < ${#blfiles[@]} - 1; i++)); do
+  f=${blfiles[i]%%$'\t'*}
+  [ -e "$adir/$ident/$f.start" ] && continue
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/binlog.XXXXXX")
+  binlog_fetch_one "$primary" "$tmp" "$f"
+  gzip -1 -c "$tmp/$f" > "$adir/$ident/.$f.gz.partial"
+  rm -rf "$tmp"
+  mv "$adir/$ident/.$f.gz.partial" "$adir/$ident/$f.gz"
+  # the sidecar last: a file counts as archived once its .start exists
+  sql_binlog_start_state "$primary" "$f" > "$adir/$ident/.$f.start.partial"
+  mv "$adir/$ident/.$f.start.partial" "$adir/$ident/$f.start"
+  archived+=("$f")
+done
+printf '%s %s\n' "$clock" "$pos" > "$adir/.$ident.until.partial"
+mv "$adir/.$ident.until.partial" "$adir/$ident.until"
+
+# Retention: the oldest complete backup of the owner sets what must stay.
+: > "$adir/PRUNE"
+pruned=0
+if [ -n "${RETENTION_OWNER:-}" ]; then
+  oldest="" oldest_t=""
+  for d in "$root"/*/; do
+    d=${d%/}
+    [ -s "$d/result.json" ] && [ -r "$d/OWNER" ] && [ -r "$d/POSITIONS" ] || continue
+    IFS= read -r owner < "$d/OWNER" || true
+    [ "$owner" = "$RETENTION_OWNER" ] || continue
+    read_positions "$d" || continue
+    if [ -z "$oldest_t" ] || (( POS_PITR_FROM < oldest_t )); then oldest_t=$POS_PITR_FROM oldest=$POS_DUMP_GTID; fi
+  done
+  if [ -n "$oldest_t" ]; then
+    for idir in "$adir"/*/; do
+      idir=${idir%/}
+      id=${idir##*/}
+      # An earlier primary's sequence that ends before the oldest kept backup
+      # begins: no restore of a kept backup can replay it (restore.sh uses one
+      # sequence that reaches the point), so all of it goes.
+      a_clock=""
+      [ "$id" = "$ident" ] || { read -r a_clock _ < "$adir/$id.until" || true; } 2>/dev/null
+      if [[ $a_clock =~ ^[0-9]+$ ]] && (( a_clock < oldest_t )); then
+        for f in "$idir"/*; do [ -f "$f" ] && printf '%s/%s\n' "$id" "${f##*/}" >> "$adir/PRUNE"; done
+        printf '%s.until\n' "$id" >> "$adir/PRUNE"
+        pruned=$((pruned + 1))
+        continue
+      fi
+      mapfile -t starts < <(cd "$idir" && for s in *.start; do [ -f "$s" ] && printf '%s\n' "$s"; done | sort)
+      for ((i = 0; i + 1 < ${#starts[@]}; i++)); do
+        next=$(<"$idir/${starts[i + 1]}")
+        gtid_within "$next" "$oldest" || break
+        f=${starts[i]%.start}
+        # The .start stays while the primary still has the file (it marks the
+        # file archived, so it is never archived twice); then it goes too.
+        gone=("$f.gz")
+        [ "${idir##*/}" = "$ident" ] && [ -n "${on_primary[$f]:-}" ] || gone+=("$f.start")
+        # (a mounted store shows what is gone; S3 staging has no .gz: repeated)
+        [ -e "$idir/$f.gz" ] || (( ${#gone[@]} > 1 )) || [ -n "${ARCHIVE_REMOTE:-}" ] || continue
+        for g in "${gone[@]}"; do printf '%s/%s\n' "${idir##*/}" "$g" >> "$adir/PRUNE"; done
+        pruned=$((pruned + 1))
+      done
+    done
+  fi
+  if [ -z "${ARCHIVE_REMOTE:-}" ]; then   # a mounted store: prune here
+    while IFS= read -r rel; do rm -f -- "${adir:?}/$rel"; done < "$adir/PRUNE"
+    rm -f "$adir/PRUNE"
+    rmdir "$adir"/*/ 2>/dev/null || true
+  fi
+fi
+r_arr archived "${archived[@]}"
+r_raw pruned "$pruned"
+r_str until "$(utc_of "$clock")"
+# S3: s3.sh archive-push reports this line after the upload.
+[ -z "${ARCHIVE_REMOTE:-}" ] || result_line archived > "$adir/.result"
+finish archived 0
