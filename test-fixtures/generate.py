@@ -1042,6 +1042,30 @@ def backup_scenarios(running, st, live, deleting):
     write("sync", "backup-signing-key-not-opted-in", request(parent(status=st, backup=signed), live, ready3))
     # Issue 19.6: every backup restored into a throwaway server before it counts.
     write("sync", "backup-verify", request(parent(status=st, backup=dict(PVC_BACKUP, verify=True)), live, ready3))
+    # Issue 19.3: the binary log archive, a CronJob of its own; scheduled backups copy
+    # no binary logs then.
+    write("sync", "binlog-archive-pvc", request(parent(status=st, backup=dict(PVC_BACKUP, binlogSchedule="*/5 * * * *")),
+                                                live, ready3))
+    write("sync", "binlog-archive-s3", request(parent(status=st, backup=dict(S3_BACKUP, binlogSchedule="*/5 * * * *")),
+                                               live, with_s3_secret(ready3)))
+    write("sync", "binlog-archive-invalid-schedule", request(
+        parent(status=st, backup=dict(PVC_BACKUP, binlogSchedule="*/5 61 * * *")), live, ready3))
+    arch = response_of("sync", "binlog-archive-pvc")
+    if arch is not None:
+        arch_live = observed(arch["children"])
+        archived = json.dumps({"result": "archived", "primary": "db-0", "identity": "3e11fa47-71ca-11e1-9e33-c80aa9429562",
+                               "archived": ["binlog.000042"], "pruned": 0, "until": "2026-11-29 03:04:58"},
+                              separators=(",", ":"))
+        ok = script_pod("db-binlog-29932024", cluster_job_labels("binlog"), [("binlog", 0, archived)], "Succeeded",
+                        main="binlog", finished="2026-11-29T03:05:01Z")
+        err = json.dumps({"result": "error", "reason": "no-primary", "message": "no member is writable"},
+                         separators=(",", ":"))
+        failed = [script_pod("db-binlog-29932025", cluster_job_labels("binlog"), [("binlog", 1, err)], "Failed",
+                             main="binlog", name_suffix=s, finished="2026-11-29T03:10:0%dZ" % i)
+                  for i, s in enumerate(["a1b2c", "d3e4f", "g5h6i"])]
+        write("sync", "binlog-archive-last-failed", request(
+            parent(status=arch["status"], backup=dict(PVC_BACKUP, binlogSchedule="*/5 * * * *")), arch_live,
+            related(*pods([True, True, True]), ok, *failed)))
     cron = response_of("sync", "backup-cronjob-pvc")
     if cron is not None:
         cron_live = observed(cron["children"])
@@ -1136,6 +1160,16 @@ def backup_scenarios(running, st, live, deleting):
         write("sync", "restore-pitr-s3-signed", request(
             parent(restore=dict(s3_restore, signingKey={"name": "backup-signing"}), status=new_r["status"]),
             observed(new_r["children"]), with_signing_key(with_s3_secret(related(*pods([True, False, False]))))))
+        # Issue 19.3: no binlogsFrom, so the binary log archive (downloaded with the backup).
+        archive_restore = {k: v for k, v in s3_restore.items() if k != "binlogsFrom"}
+        write("sync", "restore-pitr-s3-archive", request(
+            parent(restore=archive_restore, status=new_r["status"]), observed(new_r["children"]),
+            with_s3_secret(related(*pods([True, False, False])))))
+        pvc_archive_restore = {"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},
+                               "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z"}
+        write("sync", "restore-pitr-pvc-archive", request(
+            parent(restore=pvc_archive_restore, status=new_r["status"]), observed(new_r["children"]),
+            related(*pods([True, False, False]))))
         write("sync", "restore-s3-credentials-not-opted-in", request(
             parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))

@@ -661,6 +661,20 @@ pub struct BackupSpec {
     ))]
     pub schedule: Option<String>,
 
+    /// Archive the binary logs on this schedule, in cron syntax, in UTC (for example
+    /// `*/5 * * * *`): each run closes the primary's current binary log and copies
+    /// every closed file not archived yet, once, gzip, into `<prefix>/_binlog/` of the
+    /// store. Point-in-time restores then read the archive, and scheduled backups copy
+    /// no binary logs. The recovery point objective is this interval plus one run.
+    /// Archived files the oldest kept scheduled backup does not need are removed.
+    /// Keep `spec.replication.binlogExpireSeconds` well above the interval: a file the
+    /// server removed before a run archived it is a gap a restore will name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+\s+\S+\s+\S+\s+\S+\s+\S+)$"
+    ))]
+    pub binlog_schedule: Option<String>,
+
     /// Where the backups are written.
     pub storage: BackupStorage,
 
@@ -886,6 +900,23 @@ pub struct BackupStatus {
     /// The final backup taken while deleting with `deletionPolicy: Backup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_backup: Option<BackupRecord>,
+    /// The binary log archive (`spec.backup.binlogSchedule`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binlog_archive: Option<BinlogArchiveStatus>,
+}
+
+/// The binary log archive, as observed from its Jobs' pods.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BinlogArchiveStatus {
+    /// The newest archive run that finished, successfully or not (`location` is the
+    /// archive, `source` the primary it read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<BackupRecord>,
+    /// Every transaction the primary committed before this time is archived: a
+    /// point-in-time restore can reach up to here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_until: Option<String>,
 }
 
 /// Progress of `spec.restore`.

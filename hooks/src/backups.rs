@@ -10,8 +10,8 @@
 use k8s_openapi::api::{batch::v1::CronJob, core::v1::Pod};
 
 use crate::{
-    api::{BackupPhase, BackupRecord, BackupSpec, BackupStatus, BackupStorage, MySQL},
-    build::backup::{self, BackupName, BackupPod, Retention},
+    api::{BackupPhase, BackupRecord, BackupSpec, BackupStatus, BackupStorage, BinlogArchiveStatus, MySQL},
+    build::backup::{self, ArchivePod, BackupName, BackupPod, Retention},
     jobs::{self, Outcome, ScriptResult},
     labels,
     model::Cluster,
@@ -20,10 +20,15 @@ use crate::{
 
 /// Purpose label of scheduled backup pods.
 pub const SCHEDULED: &str = "backup";
+/// Purpose label of the binary log archive's pods, and its CronJob's suffix.
+pub const BINLOG: &str = "binlog";
 /// Purpose label of the final backup's pod.
 pub const FINAL: &str = "final-backup";
 /// The condition reporting the newest scheduled backup.
 pub const BACKUP_SUCCEEDED: &str = "BackupSucceeded";
+/// The condition reporting the newest binary log archive run: False means the
+/// recovery point is growing.
+pub const BINLOGS_ARCHIVED: &str = "BinlogsArchived";
 
 /// The cluster's backup settings with the store resolved (prefix defaulted to
 /// `<namespace>/<name>`: clusters of the same name in two namespaces never share
@@ -52,22 +57,8 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         return None;
     }
     if crate::cron::check(schedule).is_err() {
-        return observed.map(|o| CronJob {
-            metadata: crate::build::meta(
-                o.metadata.name.as_deref().unwrap_or_default(),
-                o.metadata
-                    .labels
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|(k, _)| k != "controller-uid")
-                    .collect(),
-            ),
-            spec: o.spec.clone(),
-            ..Default::default()
-        });
+        return observed.map(kept_as_is);
     }
-    let name = c.names.cron_job("backup");
     let pod = BackupPod {
         cluster: c,
         storage: &storage,
@@ -80,8 +71,43 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         owner: scheduled_owner(c),
         work_volume_size: spec.work_volume_size.clone(),
         verify: spec.verify,
+        binlogs_archived: spec.binlog_schedule.is_some(),
     };
-    Some(backup::cron_job(&name, schedule, &pod))
+    Some(backup::cron_job(&c.names.cron_job("backup"), schedule, c, &pod.labels, backup::backup_job_spec(&pod)))
+}
+
+/// The CronJob `<name>-binlog` of the binary log archive
+/// (`spec.backup.binlogSchedule`), under the same conditions as [`cron_job`].
+#[must_use]
+pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option<&CronJob>) -> Option<CronJob> {
+    let (spec, storage) = settings(parent)?;
+    let schedule = spec.binlog_schedule.as_deref()?;
+    if !initialized {
+        return None;
+    }
+    if crate::cron::check(schedule).is_err() {
+        return observed.map(kept_as_is);
+    }
+    let pod = ArchivePod {
+        cluster: c,
+        storage: &storage,
+        labels: pod_labels(c, BINLOG),
+        retention_owner: scheduled_owner(c),
+        work_volume_size: spec.work_volume_size.clone(),
+    };
+    Some(backup::cron_job(&c.names.cron_job(BINLOG), schedule, c, &pod.labels, backup::archive_job_spec(&pod)))
+}
+
+/// An observed CronJob as it is (its schedule is one the hook would not emit).
+fn kept_as_is(o: &CronJob) -> CronJob {
+    CronJob {
+        metadata: crate::build::meta(
+            o.metadata.name.as_deref().unwrap_or_default(),
+            o.metadata.labels.clone().unwrap_or_default().into_iter().filter(|(k, _)| k != "controller-uid").collect(),
+        ),
+        spec: o.spec.clone(),
+        ..Default::default()
+    }
 }
 
 /// `OWNER` of this cluster's scheduled backups: what its retention prunes.
@@ -127,6 +153,7 @@ pub fn scheduled_status(
     parent: &MySQL,
     c: &Cluster,
     cron_job: Option<&CronJob>,
+    binlog_cron_job: Option<&CronJob>,
     pods: &[&Pod],
     previous: Option<&BackupStatus>,
 ) -> Option<BackupStatus> {
@@ -134,38 +161,97 @@ pub fn scheduled_status(
     let Some((_, storage)) = settings(parent) else {
         return previous.is_some().then_some(remembered);
     };
-    let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
-        jobs::has_label(p, labels::JOB_PURPOSE, SCHEDULED) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
-    });
-    let failed_run = cron_job.and_then(|cj| failed_run(cj, &c.names.cron_job("backup")));
-    let mut records: Vec<BackupRecord> = by_job
+    let mut records: Vec<BackupRecord> = finished_runs(c, pods, SCHEDULED, cron_job)
         .iter()
-        .filter_map(|(job, pods)| {
+        .filter_map(|(job, outcome)| record(job, &storage, outcome))
+        .collect();
+    records.sort_by(|a, b| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
+    let last = newer(records.last(), remembered.last);
+    let last_succeeded =
+        newer(records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)), remembered.last_succeeded);
+    let binlog_archive = archive_status(c, pods, binlog_cron_job, &storage, remembered.binlog_archive);
+    let status = BackupStatus { last, last_succeeded, final_backup: remembered.final_backup, binlog_archive };
+    (status != BackupStatus::default()).then_some(status)
+}
+
+/// The newer of a record found now and one remembered (by time, then name).
+fn newer(candidate: Option<&BackupRecord>, kept: Option<BackupRecord>) -> Option<BackupRecord> {
+    match (candidate, kept) {
+        (Some(n), Some(k)) if (&k.time, &k.name) > (&n.time, &n.name) => Some(k),
+        (Some(n), _) => Some(n.clone()),
+        (None, k) => k,
+    }
+}
+
+/// The runs of one of the cluster's CronJobs (pods labelled `purpose`), by Job,
+/// with their outcomes; a run the CronJob says failed counts as failed even when
+/// its pods are gone or say nothing.
+fn finished_runs(c: &Cluster, pods: &[&Pod], purpose: &str, cron_job: Option<&CronJob>) -> Vec<(String, Outcome)> {
+    let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
+        jobs::has_label(p, labels::JOB_PURPOSE, purpose) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
+    });
+    let failed_run = cron_job.and_then(|cj| failed_run(cj, &c.names.cron_job(purpose)));
+    let mut runs: Vec<(String, Outcome)> = by_job
+        .iter()
+        .map(|(job, pods)| {
             let mut outcome = jobs::outcome_from_pods(pods, backup::BACKOFF_LIMIT);
             if let (Outcome::Running, Some((failed, at))) = (&outcome, &failed_run) {
                 if failed == job {
                     outcome = Outcome::Failed(ended_without_result(), Some(at.clone()));
                 }
             }
-            record(job, &storage, &outcome)
+            ((*job).to_owned(), outcome)
         })
         .collect();
-    if let Some((job, at)) = &failed_run {
+    if let Some((job, at)) = failed_run {
         if !by_job.contains_key(job.as_str()) {
-            records.extend(record(job, &storage, &Outcome::Failed(ended_without_result(), Some(at.clone()))));
+            runs.push((job, Outcome::Failed(ended_without_result(), Some(at))));
         }
     }
-    records.sort_by(|a, b| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
-    let newer = |candidate: Option<&BackupRecord>, kept: Option<BackupRecord>| match (candidate, kept) {
-        (Some(n), Some(k)) if (&k.time, &k.name) > (&n.time, &n.name) => Some(k),
-        (Some(n), _) => Some(n.clone()),
-        (None, k) => k,
-    };
-    let last = newer(records.last(), remembered.last);
-    let last_succeeded =
-        newer(records.iter().rfind(|r| r.outcome == Some(BackupPhase::Succeeded)), remembered.last_succeeded);
-    let status = BackupStatus { last, last_succeeded, final_backup: remembered.final_backup };
-    (status != BackupStatus::default()).then_some(status)
+    runs
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC, as the scripts write it) as `YYYY-MM-DDTHH:MM:SSZ`,
+/// the form `spec.restore.pointInTime` takes; anything else as it is.
+fn rfc3339(t: &str) -> String {
+    match t.split_once(' ') {
+        Some((d, h)) if d.len() == 10 && h.len() == 8 => format!("{d}T{h}Z"),
+        _ => t.to_owned(),
+    }
+}
+
+/// `status.backup.binlogArchive`: the newest finished archive run, and how far
+/// the archive reaches (the newest successful run's `until`).
+fn archive_status(
+    c: &Cluster,
+    pods: &[&Pod],
+    cron_job: Option<&CronJob>,
+    storage: &BackupStorage,
+    remembered: Option<BinlogArchiveStatus>,
+) -> Option<BinlogArchiveStatus> {
+    let remembered = remembered.unwrap_or_default();
+    let mut runs: Vec<(BackupRecord, Option<String>)> = finished_runs(c, pods, BINLOG, cron_job)
+        .iter()
+        .filter_map(|(job, outcome)| {
+            let until = match outcome {
+                Outcome::Succeeded(r, _) => r.until.as_deref().map(rfc3339),
+                _ => None,
+            };
+            let mut rec = record(job, storage, outcome)?;
+            rec.location = Some(backup::location(storage, backup::ARCHIVE));
+            rec.source = match outcome {
+                Outcome::Succeeded(r, _) | Outcome::Failed(r, _) => r.primary.clone(),
+                Outcome::Running => None,
+            };
+            rec.gtid = None;
+            Some((rec, until))
+        })
+        .collect();
+    runs.sort_by(|(a, _), (b, _)| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
+    let last = newer(runs.last().map(|(r, _)| r), remembered.last);
+    let archived_until = runs.iter().filter_map(|(_, u)| u.clone()).chain(remembered.archived_until).max();
+    let status = BinlogArchiveStatus { last, archived_until };
+    (status != BinlogArchiveStatus::default()).then_some(status)
 }
 
 /// The CronJob's last scheduled run, when the CronJob says it ended without
@@ -220,6 +306,7 @@ pub fn final_job(
         owner: backup::owner("final", &c.namespace, &c.names.cluster, &c.uid),
         work_volume_size: spec.work_volume_size.clone(),
         verify: spec.verify,
+        binlogs_archived: false,
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

@@ -43,6 +43,8 @@ pub struct ScriptResult {
     /// A backup restored into a throwaway server before it counted (`verify.sh`).
     pub verified: Option<bool>,
     pub verified_tables: Option<i64>,
+    /// A binary log archive run: every transaction before this time is archived.
+    pub until: Option<String>,
     pub reason: Option<String>,
     pub message: Option<String>,
 }

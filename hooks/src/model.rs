@@ -278,15 +278,20 @@ impl Cluster {
             },
             _ => (wanted_image, spec.version.clone()),
         };
-        if let Some(schedule) = spec.backup.as_ref().and_then(|b| b.schedule.as_deref())
-            && let Err(why) = crate::cron::check(schedule)
-        {
-            problems.push(Problem {
-                reason: "InvalidSchedule",
-                message: format!(
-                    "spec.backup.schedule {schedule:?}: {why}; the backup CronJob keeps its current schedule"
-                ),
-            });
+        for (field, schedule, cron_job) in [
+            ("schedule", spec.backup.as_ref().and_then(|b| b.schedule.as_deref()), "backup"),
+            ("binlogSchedule", spec.backup.as_ref().and_then(|b| b.binlog_schedule.as_deref()), "binary log archive"),
+        ] {
+            if let Some(schedule) = schedule
+                && let Err(why) = crate::cron::check(schedule)
+            {
+                problems.push(Problem {
+                    reason: "InvalidSchedule",
+                    message: format!(
+                        "spec.backup.{field} {schedule:?}: {why}; the {cron_job} CronJob keeps its current schedule"
+                    ),
+                });
+            }
         }
         let mut placement = spec.pod.clone().unwrap_or_default();
         let ours = crate::labels::common(&names, crate::labels::DATABASE);

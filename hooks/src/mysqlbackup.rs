@@ -159,6 +159,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         owner: backup::owner("mysqlbackup", namespace, name, uid),
         work_volume_size: backup_spec.work_volume_size.clone(),
         verify: backup_spec.verify || parent.spec.verify,
+        binlogs_archived: false,
     };
     let job =
         Job { metadata: meta(&job_name, pod_labels), spec: Some(backup::backup_job_spec(&pod)), ..Default::default() };

@@ -139,16 +139,23 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     children.extend(users.secrets.iter().map(|s| Child::Secret(Box::new(s.clone()))));
     children.extend(users.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
-    let observed_cron = request
-        .children
-        .cron_jobs
-        .values()
-        .find(|j| j.metadata.name.as_deref() == Some(cluster.names.cron_job("backup").as_str()));
+    let observed_cron = |purpose: &str| {
+        let name = cluster.names.cron_job(purpose);
+        request.children.cron_jobs.values().find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+    };
     if let Some(refusal) = backup_refused {
         problems.push(refusal.into());
-    } else if let Some(cron_job) = backups::cron_job(&request.parent, &cluster, bootstrap.initialized(), observed_cron)
-    {
-        children.push(Child::CronJob(Box::new(cron_job)));
+    } else {
+        let initialized = bootstrap.initialized();
+        children.extend(
+            [
+                backups::cron_job(&request.parent, &cluster, initialized, observed_cron("backup")),
+                backups::binlog_cron_job(&request.parent, &cluster, initialized, observed_cron(backups::BINLOG)),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|j| Child::CronJob(Box::new(j))),
+        );
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
 
@@ -522,12 +529,18 @@ fn add_backup_status(
     restore: &Restore,
     ctx: &Context,
 ) {
-    let cron_job = request
-        .children
-        .cron_jobs
-        .values()
-        .find(|j| j.metadata.name.as_deref() == Some(c.names.cron_job("backup").as_str()));
-    status.backup = backups::scheduled_status(&request.parent, c, cron_job, pods, previous.backup.as_ref());
+    let cron_job = |purpose: &str| {
+        let name = c.names.cron_job(purpose);
+        request.children.cron_jobs.values().find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+    };
+    status.backup = backups::scheduled_status(
+        &request.parent,
+        c,
+        cron_job("backup"),
+        cron_job(backups::BINLOG),
+        pods,
+        previous.backup.as_ref(),
+    );
     status.restore.clone_from(&restore.status);
     let mut extra = Conditions::new(&previous.conditions, ctx.now);
     if let Some(last) = status.backup.as_ref().and_then(|b| b.last.as_ref()) {
@@ -542,6 +555,28 @@ fn add_backup_status(
         } else {
             let why = last.message.as_deref().unwrap_or_default();
             extra.set(backups::BACKUP_SUCCEEDED, false, "Failed", format!("backup {} failed: {why}", last.name));
+        }
+    }
+    if let Some(archive) = status.backup.as_ref().and_then(|b| b.binlog_archive.as_ref()) {
+        let until = archive.archived_until.as_deref().unwrap_or("nothing yet");
+        match archive.last.as_ref() {
+            Some(last) if last.outcome == Some(BackupPhase::Succeeded) => extra.set(
+                backups::BINLOGS_ARCHIVED,
+                true,
+                "Archived",
+                format!("run {} archived the binary logs up to {until}", last.name),
+            ),
+            Some(last) => extra.set(
+                backups::BINLOGS_ARCHIVED,
+                false,
+                "Failed",
+                format!(
+                    "run {} failed: {}; archived up to {until}",
+                    last.name,
+                    last.message.as_deref().unwrap_or_default()
+                ),
+            ),
+            None => {}
         }
     }
     if let Some((ok, reason, message)) = &restore.condition {

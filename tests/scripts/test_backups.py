@@ -517,7 +517,6 @@ def test_binlog_archive(cluster, world, request):
     insert(cluster["db-1"], 81, 101, "E")
     a4 = archive()
     assert a4.json["primary"] == "db-1" and a4.json["identity"] != a3.json["identity"], a4
-    t3 = next_second()
     targets = []
     try:
         for until, want in ((t1, range(1, 41)), (t2, range(1, 81))):

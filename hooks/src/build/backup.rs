@@ -21,6 +21,7 @@ use k8s_openapi::{
         core::v1::{
             Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector,
             PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
+            VolumeMount,
         },
     },
     apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
@@ -130,6 +131,9 @@ pub struct BackupPod<'a> {
     /// Restore the backup into a throwaway server before it counts
     /// (`BACKUP_VERIFY`, `verify.sh`).
     pub verify: bool,
+    /// The binary log archive holds the binary logs (`BACKUP_BINLOGS=archive`):
+    /// the backup copies none.
+    pub binlogs_archived: bool,
 }
 
 /// The Job spec of a backup.
@@ -146,6 +150,9 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
     ]);
     if b.verify {
         env.push(pod::env("BACKUP_VERIFY", "true"));
+    }
+    if b.binlogs_archived {
+        env.push(pod::env("BACKUP_BINLOGS", "archive"));
     }
     let retention_env =
         |r: &Retention| [pod::env("RETENTION_OWNER", r.owner.as_str()), pod::env("KEEP", r.keep.to_string())];
@@ -244,6 +251,9 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             if let Some(b) = r.binlogs_from {
                 env.push(pod::env("RESTORE_BINLOGS_FROM", format!("{dir}/{b}")));
             }
+            if r.until.is_some() {
+                env.push(pod::env("RESTORE_ARCHIVE", format!("{dir}/{ARCHIVE}")));
+            }
             let container = Container {
                 volume_mounts: Some(vec![
                     pod::config_mount(),
@@ -263,6 +273,9 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             if let Some(b) = r.binlogs_from {
                 env.push(pod::env("RESTORE_BINLOGS_FROM", format!("{STAGING}/{b}")));
                 download_env.push(pod::env("BINLOGS_NAME", b));
+            } else if r.until.is_some() {
+                env.push(pod::env("RESTORE_ARCHIVE", format!("{STAGING}/{ARCHIVE}")));
+                download_env.push(pod::env("ARCHIVE", "true"));
             }
             let main = Container {
                 volume_mounts: Some(vec![
@@ -295,12 +308,97 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     job_spec(c, &r.labels, init, main, volumes, r.deadline_seconds)
 }
 
-/// The CronJob `<name>-backup` of scheduled backups. Jobs never overlap; each
-/// runs in UTC.
+/// One run of the binary log archive (`binlog.sh`).
+#[derive(Debug, Clone)]
+pub struct ArchivePod<'a> {
+    pub cluster: &'a Cluster,
+    /// Resolved store.
+    pub storage: &'a BackupStorage,
+    pub labels: BTreeMap<String, String>,
+    /// Archived files only the scheduled backups of this `OWNER` may need.
+    pub retention_owner: String,
+    /// Size limit of the S3 staging volume.
+    pub work_volume_size: Option<Quantity>,
+}
+
+/// The Job spec of a binary log archive run. A mounted store: `binlog.sh` writes
+/// into `<prefix>/_binlog/` and prunes there. S3: `s3.sh archive-pull` fetches the
+/// small files `binlog.sh` reads (never the archived files), `binlog.sh` writes the
+/// new files into staging, and `s3.sh archive-push` uploads them (data before
+/// sidecars) and deletes what retention let go.
 #[must_use]
-pub fn cron_job(name: &str, schedule: &str, b: &BackupPod<'_>) -> CronJob {
+pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
+    let c = a.cluster;
+    let mut env = pod::script_env(c);
+    env.extend([
+        pod::env("PRIMARY", c.primary.as_str()),
+        pod::env("TERMINATION_LOG", "/dev/termination-log"),
+        pod::env("RETENTION_OWNER", a.retention_owner.as_str()),
+    ]);
+    let mounts = |store: VolumeMount| {
+        vec![
+            pod::config_mount(),
+            pod::scripts_mount(),
+            pod::credentials_mount(),
+            pod::mount("tmp", "/tmp", false),
+            store,
+        ]
+    };
+    let (init, main, mut volumes) = match (&a.storage.persistent_volume_claim, &a.storage.s3) {
+        (Some(pvc), _) => {
+            let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
+            env.extend([pod::env("ARCHIVE_DIR", format!("{dir}/{ARCHIVE}")), pod::env("BACKUP_ROOT", dir)]);
+            let container = Container {
+                volume_mounts: Some(mounts(pod::mount("backups", PVC_MOUNT, false))),
+                ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
+            };
+            (vec![], container, vec![claim_volume(&pvc.claim_name, false)])
+        }
+        (None, Some(s3)) => {
+            env.extend([
+                pod::env("ARCHIVE_DIR", format!("{STAGING}/{ARCHIVE}")),
+                pod::env("ARCHIVE_REMOTE", "true"),
+                pod::env("BACKUP_ROOT", STAGING),
+            ]);
+            let archive = Container {
+                volume_mounts: Some(mounts(pod::mount("staging", STAGING, false))),
+                ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
+            };
+            (
+                vec![uploader(s3, "pull", "archive-pull", s3_env(s3)), archive],
+                uploader(s3, "push", "archive-push", s3_env(s3)),
+                vec![staging_volume(c, a.work_volume_size.as_ref())],
+            )
+        }
+        (None, None) => unreachable_storage(c),
+    };
+    volumes.extend([
+        pod::config_volume(c),
+        pod::scripts_volume(),
+        pod::job_credentials_volume(c),
+        pod::empty_dir("tmp"),
+    ]);
+    job_spec(c, &a.labels, init, main, volumes, ARCHIVE_DEADLINE_SECONDS)
+}
+
+/// The folder of the binary log archive under a store's prefix: not a name a
+/// Kubernetes object (so a backup) can have.
+pub const ARCHIVE: &str = "_binlog";
+/// One archive run copies the files closed since the last one: short.
+pub const ARCHIVE_DEADLINE_SECONDS: i64 = 3600;
+
+/// A CronJob of the cluster's backups (`<name>-backup`) or binary log archive
+/// (`<name>-binlog`). Jobs never overlap; each runs in UTC.
+#[must_use]
+pub fn cron_job(
+    name: &str,
+    schedule: &str,
+    c: &Cluster,
+    job_labels: &BTreeMap<String, String>,
+    job: JobSpec,
+) -> CronJob {
     CronJob {
-        metadata: meta(name, labels::common(&b.cluster.names, labels::JOB)),
+        metadata: meta(name, labels::common(&c.names, labels::JOB)),
         spec: CronJobSpec {
             schedule: schedule.to_owned(),
             time_zone: Some("Etc/UTC".to_owned()),
@@ -309,8 +407,8 @@ pub fn cron_job(name: &str, schedule: &str, b: &BackupPod<'_>) -> CronJob {
             successful_jobs_history_limit: Some(3),
             failed_jobs_history_limit: Some(3),
             job_template: JobTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(b.labels.clone()), ..Default::default() }),
-                spec: Some(backup_job_spec(b)),
+                metadata: Some(ObjectMeta { labels: Some(job_labels.clone()), ..Default::default() }),
+                spec: Some(job),
             },
             ..Default::default()
         },
