@@ -1735,10 +1735,10 @@ def run_all(args: argparse.Namespace) -> int:
         # Pods of the default ServiceAccount mount its token and kube-root-ca.crt,
         # which the root CA publisher writes into every namespace; deleted claims
         # (deletionPolicy Delete, a scale-down's claims) wait for the protection
-        # controllers to lift their finalizers.
+        # controllers to lift their finalizers; the binary log archive is a CronJob.
         components.start_controllers(k8s, bin_dir, components.CONTROLLERS + (
             "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
-            "persistentvolume-protection-controller"))
+            "persistentvolume-protection-controller", "cronjob-controller"))
         with realnode.RealNode(k8s, bin_dir, node_images, volumes=30) as node:
             # One line per sync on roles (src/role_trace.rs): a role change recorded late is
             # explained by the syncs around it (kept with MYSQL_HOOK_K8S_LOGS).
