@@ -251,6 +251,30 @@ def with_s3_secret(rel):
     return rel
 
 
+# Issue 19.5: a ServiceAccount whose workload identity (EKS IRSA here) holds the S3
+# credentials, opted in by its owner.
+S3_ACCOUNT = {
+    "apiVersion": "v1", "kind": "ServiceAccount",
+    "metadata": {"name": "backup-irsa", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000002",
+                 "resourceVersion": "39001", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"},
+                 "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/db-backups"}},
+}
+
+
+def with_s3_account(rel, account=None):
+    rel = copy.deepcopy(rel)
+    rel["ServiceAccount.v1"] = {f"{NS}/backup-irsa": copy.deepcopy(account or S3_ACCOUNT)}
+    return rel
+
+
+def s3_by_account(backup):
+    b = copy.deepcopy(backup)
+    del b["storage"]["s3"]["credentialsSecret"]
+    b["storage"]["s3"]["serviceAccountName"] = "backup-irsa"
+    return b
+
+
 def request(parent_obj, children=None, rel=None, finalizing=False):
     return {"controller": CONTROLLER, "parent": parent_obj, "children": children or observed([]),
             "related": rel or related(), "finalizing": finalizing}
@@ -1030,6 +1054,12 @@ def backup_scenarios(running, st, live, deleting):
     # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
     # uploader image off the installer's list, a server image off it.
     write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    write("sync", "backup-s3-service-account", request(parent(status=st, backup=dict(
+        s3_by_account(S3_BACKUP), binlogSchedule="*/5 * * * *")), live, with_s3_account(ready3)))
+    unlabelled = copy.deepcopy(S3_ACCOUNT)
+    del unlabelled["metadata"]["labels"]
+    write("sync", "backup-s3-service-account-not-opted-in", request(
+        parent(status=st, backup=s3_by_account(S3_BACKUP)), live, with_s3_account(ready3, unlabelled)))
     evil_uploader = copy.deepcopy(S3_BACKUP)
     evil_uploader["storage"]["s3"]["image"] = "evil.example.com/aws-cli:2"
     write("sync", "backup-s3-image-not-allowed", request(parent(status=st, backup=evil_uploader), live,
@@ -1226,6 +1256,10 @@ def backup_scenarios(running, st, live, deleting):
                                                       secrets=[S3_SECRET]))
     write("backup-sync", "s3-credentials-not-opted-in", backup_request(mysql_backup(), mysqls=[s3_cluster],
                                                                        pods=pods([True, True, True])))
+    account_request = backup_request(mysql_backup(), mysqls=[parent(status=st, backup=s3_by_account(S3_BACKUP))],
+                                     pods=pods([True, True, True]))
+    account_request["related"]["ServiceAccount.v1"] = {f"{NS}/backup-irsa": copy.deepcopy(S3_ACCOUNT)}
+    write("backup-sync", "running-s3-service-account", account_request)
     rb = response_of("backup-sync", "running-from-replica")
     if rb is not None and jobs_of(rb):
         bjob = jobs_of(rb)[0]

@@ -35,6 +35,12 @@ fn condition<'a>(answer: &'a Value, type_: &str) -> &'a Value {
 
 /// Every container of every pod template in `answer` (Jobs, CronJobs, StatefulSets).
 fn containers(answer: &Value) -> Vec<Value> {
+    containers_with_account(answer).into_iter().map(|(c, _)| c).collect()
+}
+
+/// Every container of every pod template in `answer`, with its pod's
+/// `serviceAccountName` (null when unset).
+fn containers_with_account(answer: &Value) -> Vec<(Value, Value)> {
     let mut out = Vec::new();
     for child in answer["children"].as_array().into_iter().flatten() {
         let template = match child["kind"].as_str() {
@@ -42,8 +48,9 @@ fn containers(answer: &Value) -> Vec<Value> {
             Some("Job" | "StatefulSet") => &child["spec"]["template"],
             _ => continue,
         };
+        let account = &template["spec"]["serviceAccountName"];
         for list in ["initContainers", "containers"] {
-            out.extend(template["spec"][list].as_array().into_iter().flatten().cloned());
+            out.extend(template["spec"][list].as_array().into_iter().flatten().map(|c| (c.clone(), account.clone())));
         }
     }
     out
@@ -70,7 +77,7 @@ fn no_pod_gets_a_whole_secret_and_uploaders_get_only_the_s3_keys() {
         }
         let body = std::fs::read(dir.join("request.json")).unwrap_or_else(|e| panic!("{e}"));
         let got: Value = serde_json::from_slice(&common::call_core(&hook, &body)).unwrap_or_else(|e| panic!("{e}"));
-        for c in containers(&got) {
+        for (c, account) in containers_with_account(&got) {
             let name = c["name"].as_str().unwrap_or_default();
             assert!(
                 c["envFrom"].is_null(),
@@ -84,14 +91,16 @@ fn no_pod_gets_a_whole_secret_and_uploaders_get_only_the_s3_keys() {
                 .flatten()
                 .filter_map(|e| e["valueFrom"]["secretKeyRef"]["key"].as_str())
                 .collect();
-            if name == "upload" || name == "download" || name == "check" {
+            if ["upload", "download", "check", "pull", "push"].contains(&name) {
                 uploaders += 1;
-                assert_eq!(
-                    secret_keys,
-                    ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"],
-                    "{}: {name}",
-                    dir.display()
-                );
+                // With s3.serviceAccountName the pod's workload identity stands in
+                // for the keys: none at all then.
+                let want: &[&str] = if account.is_string() {
+                    &[]
+                } else {
+                    &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]
+                };
+                assert_eq!(secret_keys, want, "{}: {name} (serviceAccountName {account})", dir.display());
             } else {
                 assert!(
                     secret_keys.iter().all(|k| !k.starts_with("AWS_")),

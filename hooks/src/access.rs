@@ -6,7 +6,8 @@
 //! namespace (a Job with the Secret in its environment, in an image of one's own) or
 //! the database's passwords. So:
 //!
-//! - an S3 store's `credentialsSecret` must be a Secret its owner opted in, with the
+//! - an S3 store's `credentialsSecret` (or `serviceAccountName`, whose workload
+//!   identity the pods then get) must be a Secret (ServiceAccount) its owner opted in, with the
 //!   label [`BACKUP_CREDENTIALS_LABEL`]` = "true"`, and, when it carries the
 //!   annotation [`ALLOWED_CLUSTERS_ANNOTATION`] (comma-separated `MySQL` names), a
 //!   cluster it names. The customize hooks ask Metacontroller for exactly the opted-in
@@ -24,7 +25,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::{
+    api::core::v1::{Secret, ServiceAccount},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
 
 use crate::{
     Context,
@@ -70,6 +74,13 @@ impl From<Refusal> for Problem {
 #[must_use]
 pub fn opted_in_secrets(namespace: &str) -> RelatedResourceRule {
     secrets_labelled(namespace, BACKUP_CREDENTIALS_LABEL)
+}
+
+/// The customize rule that brings the namespace's opted-in ServiceAccounts (and
+/// only those) into every sync: `s3.serviceAccountName` must name one.
+#[must_use]
+pub fn opted_in_service_accounts(namespace: &str) -> RelatedResourceRule {
+    RelatedResourceRule { resource: "serviceaccounts".to_owned(), ..opted_in_secrets(namespace) }
 }
 
 /// The customize rule for the namespace's Secrets that carry `label: "true"`: the
@@ -154,39 +165,51 @@ pub struct Gate<'a> {
     pub cluster: &'a str,
     /// The opted-in Secrets Metacontroller sent (related objects).
     pub secrets: &'a ByKey<Secret>,
+    /// The opted-in ServiceAccounts Metacontroller sent (related objects).
+    pub service_accounts: &'a ByKey<ServiceAccount>,
     pub allowed_images: &'a [String],
 }
 
 impl Gate<'_> {
     /// The opted-in Secret `name` that this cluster may use (`what` says what for).
     fn opted_in(&self, name: &str, what: &str) -> Result<&Secret, Refusal> {
-        let secret = self.secrets.get(&format!("{}/{name}", self.namespace)).filter(|s| {
-            s.metadata.name.as_deref() == Some(name)
-                && s.metadata.namespace.as_deref() == Some(self.namespace)
-                && s.metadata.labels.as_ref().and_then(|l| l.get(BACKUP_CREDENTIALS_LABEL)).map(String::as_str)
-                    == Some("true")
+        let secret = self.secrets.get(&format!("{}/{name}", self.namespace));
+        self.check_opt_in(secret.map(|s| &s.metadata), "Secret", name, what)?;
+        secret.ok_or_else(|| self.not_opted_in("Secret", name, what))
+    }
+
+    fn not_opted_in(&self, kind: &str, name: &str, what: &str) -> Refusal {
+        Refusal {
+            reason: "BackupCredentialsNotAllowed",
+            message: format!(
+                "the {what} {kind} {name} is not opted in: a store may only use a {kind} of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the {kind}); no such {kind} {name} is observed",
+                self.namespace
+            ),
+        }
+    }
+
+    /// An object of the namespace (a Secret or a ServiceAccount) may give this
+    /// cluster backup credentials: it is observed, labelled by its owner, and, with
+    /// the allowed-clusters annotation, names this cluster.
+    fn check_opt_in(&self, meta: Option<&ObjectMeta>, kind: &str, name: &str, what: &str) -> Result<(), Refusal> {
+        let meta = meta.filter(|m| {
+            m.name.as_deref() == Some(name)
+                && m.namespace.as_deref() == Some(self.namespace)
+                && m.labels.as_ref().and_then(|l| l.get(BACKUP_CREDENTIALS_LABEL)).map(String::as_str) == Some("true")
         });
-        let Some(secret) = secret else {
-            return Err(Refusal {
-                reason: "BackupCredentialsNotAllowed",
-                message: format!(
-                    "the {what} Secret {name} is not opted in: a store may only use a Secret of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the Secret); no such Secret {name} is observed",
-                    self.namespace
-                ),
-            });
-        };
-        if let Some(list) = secret.metadata.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
+        let Some(meta) = meta else { return Err(self.not_opted_in(kind, name, what)) };
+        if let Some(list) = meta.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
             if !list.split(',').any(|c| c.trim() == self.cluster) {
                 return Err(Refusal {
                     reason: "BackupCredentialsNotAllowed",
                     message: format!(
-                        "the {what} Secret {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
+                        "the {what} {kind} {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
                         self.cluster
                     ),
                 });
             }
         }
-        Ok(secret)
+        Ok(())
     }
 
     /// May a Job use this (resolved) store, and this signing or verification key?
@@ -204,19 +227,32 @@ impl Gate<'_> {
             }
         }
         let Some(s3) = &storage.s3 else { return Ok(()) };
-        let name = s3.credentials_secret.as_str();
-        let secret = self.opted_in(name, "S3 credentials")?;
-        let data = secret.data.as_ref();
-        let missing: Vec<&str> = S3_KEYS
-            .iter()
-            .filter(|(key, required)| *required && !data.is_some_and(|d| d.contains_key(*key)))
-            .map(|(key, _)| *key)
-            .collect();
-        if !missing.is_empty() {
-            return Err(Refusal {
-                reason: "BackupCredentialsIncomplete",
-                message: format!("the S3 credentials Secret {name} lacks the keys {}", missing.join(", ")),
-            });
+        match (s3.credentials_secret.as_deref(), s3.service_account_name.as_deref()) {
+            (Some(name), _) => {
+                let secret = self.opted_in(name, "S3 credentials")?;
+                let data = secret.data.as_ref();
+                let missing: Vec<&str> = S3_KEYS
+                    .iter()
+                    .filter(|(key, required)| *required && !data.is_some_and(|d| d.contains_key(*key)))
+                    .map(|(key, _)| *key)
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(Refusal {
+                        reason: "BackupCredentialsIncomplete",
+                        message: format!("the S3 credentials Secret {name} lacks the keys {}", missing.join(", ")),
+                    });
+                }
+            }
+            (None, Some(name)) => {
+                let account = self.service_accounts.get(&format!("{}/{name}", self.namespace));
+                self.check_opt_in(account.map(|a| &a.metadata), "ServiceAccount", name, "S3 credentials")?;
+            }
+            (None, None) => {
+                return Err(Refusal {
+                    reason: "BackupCredentialsIncomplete",
+                    message: "the S3 store names neither credentialsSecret nor serviceAccountName".to_owned(),
+                });
+            }
         }
         if let Some(image) = s3.image.as_deref() {
             if !image_allowed(image, DEFAULT_UPLOADER_IMAGE, self.allowed_images) {
@@ -293,7 +329,8 @@ mod tests {
                 bucket: "b".to_owned(),
                 prefix: None,
                 region: None,
-                credentials_secret: secret.to_owned(),
+                credentials_secret: Some(secret.to_owned()),
+                service_account_name: None,
                 image: image.map(str::to_owned),
             }),
         }
@@ -313,7 +350,14 @@ mod tests {
         .into_iter()
         .collect();
         let allowed = vec!["registry.example.com/tools/aws-cli".to_owned()];
-        let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &allowed };
+        let none = ByKey::new();
+        let gate = Gate {
+            namespace: "shop",
+            cluster: "db",
+            secrets: &secrets,
+            service_accounts: &none,
+            allowed_images: &allowed,
+        };
         let reason = |s: &BackupStorage| gate.storage(s, None).map_err(|r| r.reason);
         assert_eq!(reason(&s3("ok", None)), Ok(()));
         assert_eq!(reason(&s3("mine", None)), Ok(()));
@@ -339,12 +383,51 @@ mod tests {
     }
 
     #[test]
+    fn s3_stores_may_use_an_opted_in_service_account_instead() {
+        let account = |name: &str, label: Option<&str>, clusters: Option<&str>| {
+            let (key, s) = secret(name, label, clusters, &[]);
+            (key, ServiceAccount { metadata: s.metadata, ..Default::default() })
+        };
+        let accounts: ByKey<ServiceAccount> = [
+            account("irsa", Some("true"), None),
+            account("plain", None, None),
+            account("billing-only", Some("true"), Some("billing")),
+        ]
+        .into_iter()
+        .collect();
+        let secrets = ByKey::new();
+        let gate = Gate {
+            namespace: "shop",
+            cluster: "db",
+            secrets: &secrets,
+            service_accounts: &accounts,
+            allowed_images: &[],
+        };
+        let by_account = |name: &str| {
+            let mut st = s3("x", None);
+            if let Some(t) = st.s3.as_mut() {
+                t.credentials_secret = None;
+                t.service_account_name = Some(name.to_owned());
+            }
+            gate.storage(&st, None).map_err(|r| r.reason)
+        };
+        assert_eq!(by_account("irsa"), Ok(()));
+        assert_eq!(by_account("plain"), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(by_account("absent"), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(by_account("billing-only"), Err("BackupCredentialsNotAllowed"));
+        // a Secret of that name does not stand in for the ServiceAccount
+        assert_eq!(gate.storage(&s3("irsa", None), None).map_err(|r| r.reason), Err("BackupCredentialsNotAllowed"));
+    }
+
+    #[test]
     fn signing_keys_come_from_opted_in_secrets_too() {
         let secrets: ByKey<Secret> =
             [secret("keys", Some("true"), None, &["signing-key"]), secret("plain", None, None, &["signing-key"])]
                 .into_iter()
                 .collect();
-        let gate = Gate { namespace: "shop", cluster: "db", secrets: &secrets, allowed_images: &[] };
+        let none = ByKey::new();
+        let gate =
+            Gate { namespace: "shop", cluster: "db", secrets: &secrets, service_accounts: &none, allowed_images: &[] };
         let pvc = BackupStorage {
             persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
             s3: None,

@@ -763,6 +763,7 @@ pub struct PvcTarget {
 /// second container running `image`, which must provide `sh` and the AWS CLI v2.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.credentialsSecret) != has(self.serviceAccountName)").message("set exactly one of credentialsSecret and serviceAccountName"))]
 pub struct S3Target {
     /// Endpoint URL of a non-AWS store (for example `https://minio.storage:9000`);
     /// unset for AWS S3.
@@ -787,9 +788,22 @@ pub struct S3Target {
     /// `AWS_SECRET_ACCESS_KEY` (optionally `AWS_SESSION_TOKEN`), which its owner opted
     /// in with the label `mysqlhook.dev/backup-credentials: "true"` (and optionally
     /// the annotation `mysqlhook.dev/allowed-clusters`, comma-separated `MySQL`
-    /// names). The uploader gets only those keys.
+    /// names). The uploader gets only those keys. Exactly one of this and
+    /// `serviceAccountName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
-    pub credentials_secret: String,
+    pub credentials_secret: Option<String>,
+
+    /// Credentials from the pod's environment instead of a Secret: the backup,
+    /// archive and restore pods run as this ServiceAccount of the cluster's
+    /// namespace, so the cloud's workload identity for it (EKS IAM roles for service
+    /// accounts or Pod Identity: a web identity token or container credentials) is
+    /// what the AWS CLI's default chain finds. Its owner opts it in like a Secret:
+    /// label `mysqlhook.dev/backup-credentials: "true"` (optionally the annotation
+    /// `mysqlhook.dev/allowed-clusters`). The pods still get no Kubernetes API token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: Option<String>,
 
     /// The uploader image: `sh` plus the AWS CLI v2. Another `amazon/aws-cli` tag, or
     /// an image of a repository the hook's `--allowed-images` lists.

@@ -79,6 +79,7 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
         spec.restore.as_ref().is_some_and(|r| r.backup.is_some() || r.storage.as_ref().is_some_and(|s| s.s3.is_some()));
     if s3_backup || s3_restore {
         related_resources.push(access::opted_in_secrets(namespace));
+        related_resources.push(access::opted_in_service_accounts(namespace));
     }
     // Passwords of application users from Secrets of the user's own (opted in).
     if spec.users.as_ref().is_some_and(|u| u.iter().any(|u| u.password_secret.is_some())) {

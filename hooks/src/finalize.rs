@@ -269,6 +269,7 @@ fn final_backup(
                     namespace: &c.namespace,
                     cluster: &c.names.cluster,
                     secrets: &request.related.secrets,
+                    service_accounts: &request.related.service_accounts,
                     allowed_images: &ctx.allowed_images,
                 };
                 match gate.storage(&storage, spec.signing_key.as_ref()) {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::{
     apps::v1::StatefulSet,
     batch::v1::{CronJob, Job},
-    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
     networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
@@ -84,6 +84,10 @@ pub struct Related {
     /// ([`crate::access`]), when the cluster uses an S3 store.
     #[serde(rename = "Secret.v1", default)]
     pub secrets: ByKey<Secret>,
+    /// The namespace's ServiceAccounts opted in as S3 backup credentials
+    /// (`s3.serviceAccountName`), when the cluster uses an S3 store.
+    #[serde(rename = "ServiceAccount.v1", default)]
+    pub service_accounts: ByKey<ServiceAccount>,
 }
 
 /// The body of a sync call of the `MySQLBackup` controller (`/backup/sync`).
@@ -120,6 +124,9 @@ pub struct BackupRelated {
     /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
     #[serde(rename = "Secret.v1", default)]
     pub secrets: ByKey<Secret>,
+    /// The namespace's ServiceAccounts opted in as S3 backup credentials.
+    #[serde(rename = "ServiceAccount.v1", default)]
+    pub service_accounts: ByKey<ServiceAccount>,
     /// The cluster's config ConfigMap: whether its clients verify TLS ([`crate::tls`]).
     #[serde(rename = "ConfigMap.v1", default)]
     pub config_maps: ByKey<k8s_openapi::api::core::v1::ConfigMap>,

@@ -130,6 +130,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         namespace,
         cluster: cluster_name,
         secrets: &request.related.secrets,
+        service_accounts: &request.related.service_accounts,
         allowed_images: &ctx.allowed_images,
     };
     if observed_job.is_none() && !terminal {
@@ -335,6 +336,7 @@ pub fn customize(request: &BackupCustomizeRequest) -> Result<CustomizeResponse> 
             ])),
             // The cluster's store may be S3: the opted-in credentials Secrets.
             access::opted_in_secrets(namespace),
+            access::opted_in_service_accounts(namespace),
             // Whether the cluster's clients verify TLS (spec.tls), and whether it
             // uses the operator account (its key rootRemote).
             RelatedResourceRule {

@@ -54,6 +54,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         namespace: &cluster.namespace,
         cluster: &cluster.names.cluster,
         secrets: &request.related.secrets,
+        service_accounts: &request.related.service_accounts,
         allowed_images: &ctx.allowed_images,
     };
     let restore = restore::plan(&restore::Facts {

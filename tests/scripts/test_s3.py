@@ -121,6 +121,24 @@ def test_s3_credentials_from_the_default_chain(cluster, store, world):
     creds.unlink()
 
 
+def test_s3_web_identity_from_the_pod_environment_is_what_the_cli_uses(cluster, store):
+    """s3.serviceAccountName (issue 19.5): the pod gets no keys, and what a workload
+    identity webhook injects (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE) is what the
+    CLI's default chain uses: it goes to STS to exchange the token (there is no STS
+    on this machine, so the exchange itself fails, and s3.sh says so clearly)."""
+    store.make_bucket("bk-wi")
+    st = staging(cluster, "staging-wi")
+    token = st / "token"
+    token.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
+    env = {**store.env("bk-wi", "p", access=None), "BACKUP_NAME": "b",
+           "AWS_ROLE_ARN": "arn:aws:iam::111122223333:role/db-backups",
+           "AWS_WEB_IDENTITY_TOKEN_FILE": str(token), "AWS_MAX_ATTEMPTS": "1"}
+    c = run_s3(store, "check", env, st)
+    assert c.rc != 0 and c.json["reason"] == "store-unusable", c
+    assert "AssumeRoleWithWebIdentity" in c.json["message"] or "sts." in c.json["message"], c
+    REPORT.append(f"s3 web identity: the CLI went to STS with the pod's token: {c.json['message'][:160]}")
+
+
 def test_s3_retention_prunes_only_its_own_complete_backups(store, world):
     """Retention keeps the newest KEEP committed backups of its own OWNER; a
     MySQLBackup named like a scheduled one, another cluster's backups on the

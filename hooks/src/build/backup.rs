@@ -209,7 +209,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
         pod::job_credentials_volume(c),
         pod::empty_dir("tmp"),
     ]);
-    job_spec(c, &b.labels, init, main, volumes, DEADLINE_SECONDS)
+    job_spec(c, b.storage, &b.labels, init, main, volumes, DEADLINE_SECONDS)
 }
 
 /// One restore pod: loads the backup into the server `target`.
@@ -305,7 +305,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
         pod::job_credentials_volume(c),
         pod::empty_dir("tmp"),
     ]);
-    job_spec(c, &r.labels, init, main, volumes, r.deadline_seconds)
+    job_spec(c, r.storage, &r.labels, init, main, volumes, r.deadline_seconds)
 }
 
 /// One run of the binary log archive (`binlog.sh`).
@@ -378,7 +378,7 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
         pod::job_credentials_volume(c),
         pod::empty_dir("tmp"),
     ]);
-    job_spec(c, &a.labels, init, main, volumes, ARCHIVE_DEADLINE_SECONDS)
+    job_spec(c, a.storage, &a.labels, init, main, volumes, ARCHIVE_DEADLINE_SECONDS)
 }
 
 /// The folder of the binary log archive under a store's prefix: not a name a
@@ -416,8 +416,12 @@ pub fn cron_job(
     }
 }
 
+/// The pod of a backup, archive or restore Job. With `s3.serviceAccountName` it
+/// runs as that ServiceAccount (for its workload identity), still without a
+/// Kubernetes API token.
 fn job_spec(
     c: &Cluster,
+    storage: &BackupStorage,
     labels: &BTreeMap<String, String>,
     init: Vec<Container>,
     main: Container,
@@ -438,6 +442,7 @@ fn job_spec(
                 enable_service_links: Some(false),
                 // Nothing in the pod talks to the Kubernetes API.
                 automount_service_account_token: Some(false),
+                service_account_name: storage.s3.as_ref().and_then(|s| s.service_account_name.clone()),
                 ..Default::default()
             }),
         },
@@ -482,21 +487,26 @@ fn uploader(s3: &S3Target, name: &str, command: &str, env: Vec<EnvVar>) -> Conta
 }
 
 /// The bucket's coordinates, and from the credentials Secret only the keys the AWS
-/// CLI reads, one by one (never the whole Secret: see [`crate::access`]).
+/// CLI reads, one by one (never the whole Secret: see [`crate::access`]). With
+/// `serviceAccountName` no keys: the CLI's default chain finds what the pod's
+/// workload identity provides.
 fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
-    let mut env: Vec<EnvVar> = access::S3_KEYS
+    let mut env: Vec<EnvVar> = s3
+        .credentials_secret
         .iter()
-        .map(|(key, required)| EnvVar {
-            name: (*key).to_owned(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: s3.credentials_secret.clone(),
-                    key: (*key).to_owned(),
-                    optional: Some(!required),
+        .flat_map(|secret| {
+            access::S3_KEYS.iter().map(move |(key, required)| EnvVar {
+                name: (*key).to_owned(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: secret.clone(),
+                        key: (*key).to_owned(),
+                        optional: Some(!required),
+                    }),
+                    ..Default::default()
                 }),
                 ..Default::default()
-            }),
-            ..Default::default()
+            })
         })
         .collect();
     env.extend([
@@ -608,7 +618,8 @@ mod tests {
                 bucket: "bk".to_owned(),
                 prefix: Some("shop/db".to_owned()),
                 region: None,
-                credentials_secret: "s".to_owned(),
+                credentials_secret: Some("s".to_owned()),
+                service_account_name: None,
                 image: None,
             }),
         };
