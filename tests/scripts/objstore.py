@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -67,7 +68,10 @@ def aws_cli() -> Path:
 class ObjectStore:
     """One MinIO server with its own data directory, on loopback."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, address: str = "127.0.0.1", port: int | None = None,
+                 tls: tuple[Path, Path] | None = None, extra_env: dict[str, str] | None = None):
+        """TLS: (a MinIO certs directory with public.crt and private.key, the CA
+        that signed it); extra_env: more MinIO settings (an OpenID provider)."""
         self.exe = minio_binary()
         self.aws = aws_cli()
         self.dir = root / "minio"
@@ -75,18 +79,21 @@ class ObjectStore:
         self.bin = root / "aws-bin"   # `aws` on PATH is the CLI v2, whatever else is installed
         self.bin.mkdir()
         (self.bin / "aws").symlink_to(self.aws)
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.port = port or free_port()
+        self.ca = tls[1] if tls else None
+        self.endpoint = f"{'https' if tls else 'http'}://{address}:{self.port}"
         env = dict(os.environ, MINIO_ROOT_USER=ACCESS_KEY, MINIO_ROOT_PASSWORD=SECRET_KEY,
-                   MINIO_BROWSER="off", MINIO_UPDATE="off")
+                   MINIO_BROWSER="off", MINIO_UPDATE="off", **(extra_env or {}))
         self.log = open(root / "minio.log", "wb")
-        self.proc = subprocess.Popen([str(self.exe), "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
-                                      str(self.dir / "data")], env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=_die_with_parent)
+        certs = ["--certs-dir", str(tls[0])] if tls else []
+        self.proc = subprocess.Popen([str(self.exe), "server", "--quiet", "--address", f"{address}:{self.port}",
+                                      *certs, str(self.dir / "data")], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        ctx = ssl.create_default_context(cafile=str(self.ca)) if self.ca else None
         deadline = time.time() + 60
         while True:
             try:
-                urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=2)
+                urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=2, context=ctx)
                 break
             except OSError:
                 if self.proc.poll() is not None or time.time() > deadline:
@@ -103,6 +110,8 @@ class ObjectStore:
              "AWS_EC2_METADATA_DISABLED": "true", "TMPDIR": str(self.home)}
         if access is not None:
             e.update(AWS_ACCESS_KEY_ID=access, AWS_SECRET_ACCESS_KEY=secret)
+        if self.ca:
+            e["AWS_CA_BUNDLE"] = str(self.ca)
         return e
 
     def aws_run(self, *args: str, bucket: str = "x", **kw) -> subprocess.CompletedProcess:
@@ -154,13 +163,20 @@ class S3Result:
         return f"rc={self.rc} line={self.line}\n--- stderr ---\n{self.stderr[-3000:]}"
 
 
-def run_s3(store: ObjectStore, command: str, env: dict[str, str], staging: Path) -> S3Result:
-    """hooks/scripts/s3.sh as the uploader container runs it: `sh`, env only."""
+def run_s3(store: ObjectStore, command: str, env: dict[str, str], staging: Path,
+           hosts: Path | None = None) -> S3Result:
+    """hooks/scripts/s3.sh as the uploader container runs it: `sh`, env only.
+    With `hosts`, in a mount namespace of its own whose /etc/hosts is that file
+    (names the container would resolve elsewhere, such as AWS's STS, pointed at
+    a server of the test)."""
     fd, term = tempfile.mkstemp(prefix="term-s3-", dir=store.home)
     os.close(fd)
     full = {**env, "STAGING": str(staging), "TERMINATION_LOG": term}
-    proc = subprocess.run(["sh", str(SCRIPTS / "s3.sh"), command], env=full, capture_output=True, text=True,
-                          timeout=600)
+    cmd = ["sh", str(SCRIPTS / "s3.sh"), command]
+    if hosts is not None:
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *cmd]
+    proc = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=600)
     text = Path(term).read_text()
     os.unlink(term)
     return S3Result(proc, text)

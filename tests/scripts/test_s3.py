@@ -1,17 +1,27 @@
-"""Backups in a real S3 server (issue 19.5, 19.8, 19.12): MinIO on loopback,
+"""Backups in a real S3 server (issue 19.3, 19.5, 19.8, 19.12): MinIO on loopback,
 the AWS CLI v2 the Jobs run, hooks/scripts/s3.sh as the uploader and
 downloader containers run it, backup.sh / restore.sh against real MariaDB
 servers in between, on a staging directory like the Jobs' emptyDir."""
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
+import hmac
+import json
+import os
 import shutil
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import REPORT
-from dbcluster import rows, run_script
-from objstore import run_s3
+from dbcluster import free_port, rows, run_script
+from objstore import ObjectStore, run_s3
+from test_tls import _make_ca, _server_cert
 from test_backups import fmt, fresh, insert, next_second
 
 
@@ -121,22 +131,117 @@ def test_s3_credentials_from_the_default_chain(cluster, store, world):
     creds.unlink()
 
 
-def test_s3_web_identity_from_the_pod_environment_is_what_the_cli_uses(cluster, store):
-    """s3.serviceAccountName (issue 19.5): the pod gets no keys, and what a workload
-    identity webhook injects (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE) is what the
-    CLI's default chain uses: it goes to STS to exchange the token (there is no STS
-    on this machine, so the exchange itself fails, and s3.sh says so clearly)."""
-    store.make_bucket("bk-wi")
-    st = staging(cluster, "staging-wi")
-    token = st / "token"
-    token.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
-    env = {**store.env("bk-wi", "p", access=None), "BACKUP_NAME": "b",
-           "AWS_ROLE_ARN": "arn:aws:iam::111122223333:role/db-backups",
-           "AWS_WEB_IDENTITY_TOKEN_FILE": str(token), "AWS_MAX_ATTEMPTS": "1"}
-    c = run_s3(store, "check", env, st)
-    assert c.rc != 0 and c.json["reason"] == "store-unusable", c
-    assert "AssumeRoleWithWebIdentity" in c.json["message"] or "sts." in c.json["message"], c
-    REPORT.append(f"s3 web identity: the CLI went to STS with the pod's token: {c.json['message'][:160]}")
+def _jwt_hs256(claims: dict, kid: str, key: str) -> str:
+    def b64(b: bytes) -> str:
+        return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": kid}).encode())
+    body = b64(json.dumps(claims).encode())
+    sig = hmac.new(key.encode(), f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{b64(sig)}"
+
+
+class _OidcDiscovery:
+    """The discovery document (and an empty key set) of an OpenID provider, which
+    MinIO reads at startup; the tokens are signed with the client secret (HS256),
+    which MinIO accepts for its client ID."""
+
+    def __init__(self):
+        port = free_port()
+        self.issuer = f"http://127.0.0.1:{port}"
+        docs = {"/.well-known/openid-configuration": {
+                    "issuer": self.issuer, "jwks_uri": f"{self.issuer}/jwks",
+                    "authorization_endpoint": f"{self.issuer}/auth", "token_endpoint": f"{self.issuer}/token",
+                    "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
+                    "id_token_signing_alg_values_supported": ["RS256", "HS256"]},
+                "/jwks": {"keys": []}}
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                doc = docs.get(self.path.split("?")[0])
+                body = json.dumps(doc if doc is not None else {}).encode()
+                self.send_response(200 if doc is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_s3_web_identity_token_exchanged_at_sts_then_used(world):
+    """s3.serviceAccountName (issue 19.5): the pod has no keys, only what a workload
+    identity webhook injects (AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE). The CLI the
+    Jobs run exchanges the token at STS (AssumeRoleWithWebIdentity) and uses the
+    temporary credentials: here STS is MinIO's own, with an OpenID provider
+    configured, reached as sts.us-east-1.amazonaws.com (the name the CLI calls)
+    through the mount namespace's /etc/hosts and TLS from a test CA. A token the
+    provider did not sign is refused, and s3.sh says so."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a mount namespace for /etc/hosts and port 443 for STS")
+    d = world.root / "web-identity"
+    pki = d / "pki"
+    ca = _make_ca(pki, "sts")["ca"]
+    leaf = _server_cert(pki, "sts", "DNS:sts.us-east-1.amazonaws.com, IP:127.0.0.2")
+    certs = d / "certs"
+    certs.mkdir()
+    shutil.copy(leaf["cert"], certs / "public.crt")
+    shutil.copy(leaf["key"], certs / "private.key")
+    oidc = _OidcDiscovery()
+    client_id, client_secret = "sts.amazonaws.com", "hook-test-oidc-client-secret"
+    store = ObjectStore(d, address="127.0.0.2", port=443, tls=(certs, ca), extra_env={
+        "MINIO_IDENTITY_OPENID_CONFIG_URL": f"{oidc.issuer}/.well-known/openid-configuration",
+        "MINIO_IDENTITY_OPENID_CLIENT_ID": client_id,
+        "MINIO_IDENTITY_OPENID_CLIENT_SECRET": client_secret,
+        "MINIO_IDENTITY_OPENID_CLAIM_NAME": "policy"})
+    try:
+        store.make_bucket("bk-irsa")
+        hosts = d / "hosts"
+        hosts.write_text("127.0.0.1 localhost\n127.0.0.2 sts.us-east-1.amazonaws.com\n")
+        now = int(time.time())
+        claims = {"iss": oidc.issuer, "sub": "system:serviceaccount:shop:backup-irsa", "aud": client_id,
+                  "iat": now, "exp": now + 3600, "policy": "readwrite"}
+        token = d / "token"
+        token.write_text(_jwt_hs256(claims, client_id, client_secret))
+        env = {**store.env("bk-irsa", "shop/db", access=None), "BACKUP_NAME": "b1",
+               "AWS_ROLE_ARN": "arn:aws:iam::111122223333:role/db-backups",
+               "AWS_WEB_IDENTITY_TOKEN_FILE": str(token)}
+        st = d / "staging"
+        st.mkdir()
+        c = run_s3(store, "check", env, st, hosts=hosts)
+        assert c.rc == 0, c
+        (st / "b1").mkdir()
+        (st / "b1" / "OWNER").write_text("scheduled shop/db uid-1\n")
+        (st / "b1" / "result.json").write_text('{"result":"backed-up","name":"b1"}\n')
+        u = run_s3(store, "upload", env, st, hosts=hosts)
+        assert u.rc == 0 and u.json["result"] == "backed-up", u
+        keys = store.keys("bk-irsa", "shop/db/")
+        assert keys == ["shop/db/b1/OWNER", "shop/db/b1/result.json"], keys
+        # the same request without the webhook's variables has no credentials at all
+        bare = {k: v for k, v in env.items() if not k.startswith("AWS_ROLE") and k != "AWS_WEB_IDENTITY_TOKEN_FILE"}
+        n = run_s3(store, "check", bare, st, hosts=hosts)
+        assert n.rc != 0 and n.json["reason"] == "store-unusable", n
+        # a token the provider did not sign, in a fresh pod (the CLI caches the
+        # temporary credentials under $HOME, which a pod starts without)
+        token.write_text(_jwt_hs256(claims, client_id, "another-secret"))
+        home = d / "fresh-home"
+        home.mkdir()
+        bad = run_s3(store, "check", {**env, "HOME": str(home)}, st, hosts=hosts)
+        assert bad.rc != 0 and bad.json["reason"] == "store-unusable", bad
+        assert "AssumeRoleWithWebIdentity" in bad.json["message"], bad
+    finally:
+        store.close()
+        oidc.close()
+    REPORT.append(f"s3 web identity: the CLI exchanged the pod's token at STS (MinIO's, OpenID) and uploaded "
+                  f"{len(keys)} objects with the temporary credentials; without the token: "
+                  f"{n.json['message'][:80]}; a forged token: {bad.json['message'][:120]}")
 
 
 def test_s3_retention_prunes_only_its_own_complete_backups(store, world):
