@@ -14,6 +14,7 @@ use crate::{
     build::backup::{self, ArchivePod, BackupName, BackupPod, Retention},
     jobs::{self, Outcome, ScriptResult},
     labels,
+    metacontroller::ByKey,
     model::Cluster,
     names::short_hash,
 };
@@ -51,14 +52,10 @@ pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
 /// and `SpecAccepted` names the field (see [`crate::model`]).
 #[must_use]
 pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option<&CronJob>) -> Option<CronJob> {
-    let (spec, storage) = settings(parent)?;
-    let schedule = spec.schedule.as_deref()?;
-    if !initialized {
-        return None;
-    }
-    if crate::cron::check(schedule).is_err() {
-        return observed.map(kept_as_is);
-    }
+    let (spec, storage, schedule) = match scheduled(parent, initialized, observed, |b| b.schedule.as_deref())? {
+        Ok(emit) => emit,
+        Err(kept) => return kept,
+    };
     let pod = BackupPod {
         cluster: c,
         storage: &storage,
@@ -73,21 +70,17 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         verify: spec.verify,
         binlogs_archived: spec.binlog_schedule.is_some(),
     };
-    Some(backup::cron_job(&c.names.cron_job("backup"), schedule, c, &pod.labels, backup::backup_job_spec(&pod)))
+    Some(backup::cron_job(&c.names.cron_job(SCHEDULED), schedule, c, &pod.labels, backup::backup_job_spec(&pod)))
 }
 
 /// The CronJob `<name>-binlog` of the binary log archive
 /// (`spec.backup.binlogSchedule`), under the same conditions as [`cron_job`].
 #[must_use]
 pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option<&CronJob>) -> Option<CronJob> {
-    let (spec, storage) = settings(parent)?;
-    let schedule = spec.binlog_schedule.as_deref()?;
-    if !initialized {
-        return None;
-    }
-    if crate::cron::check(schedule).is_err() {
-        return observed.map(kept_as_is);
-    }
+    let (spec, storage, schedule) = match scheduled(parent, initialized, observed, |b| b.binlog_schedule.as_deref())? {
+        Ok(emit) => emit,
+        Err(kept) => return kept,
+    };
     let pod = ArchivePod {
         cluster: c,
         storage: &storage,
@@ -96,6 +89,37 @@ pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed:
         work_volume_size: spec.work_volume_size.clone(),
     };
     Some(backup::cron_job(&c.names.cron_job(BINLOG), schedule, c, &pod.labels, backup::archive_job_spec(&pod)))
+}
+
+/// The settings a CronJob is built from, with its store resolved and its schedule.
+type Scheduled<'a> = (&'a BackupSpec, BackupStorage, &'a str);
+
+/// What one of the cluster's CronJobs is built from: `None` without a store, a
+/// schedule or an initialized cluster; `Ok` with the settings and the schedule;
+/// `Err` with the observed CronJob kept as it is when the schedule is one the
+/// CronJob controller would reject.
+fn scheduled<'a>(
+    parent: &'a MySQL,
+    initialized: bool,
+    observed: Option<&CronJob>,
+    schedule: impl Fn(&'a BackupSpec) -> Option<&'a str>,
+) -> Option<Result<Scheduled<'a>, Option<CronJob>>> {
+    let (spec, storage) = settings(parent)?;
+    let schedule = schedule(spec)?;
+    if !initialized {
+        return None;
+    }
+    if crate::cron::check(schedule).is_err() {
+        return Some(Err(observed.map(kept_as_is)));
+    }
+    Some(Ok((spec, storage, schedule)))
+}
+
+/// The observed CronJob of the cluster named `<cluster>-<purpose>`.
+#[must_use]
+pub fn observed_cron_job<'a>(cron_jobs: &'a ByKey<CronJob>, c: &Cluster, purpose: &str) -> Option<&'a CronJob> {
+    let name = c.names.cron_job(purpose);
+    cron_jobs.values().find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
 }
 
 /// An observed CronJob as it is (its schedule is one the hook would not emit).
@@ -243,7 +267,6 @@ fn archive_status(
                 Outcome::Succeeded(r, _) | Outcome::Failed(r, _) => r.primary.clone(),
                 Outcome::Running => None,
             };
-            rec.gtid = None;
             Some((rec, until))
         })
         .collect();

@@ -140,17 +140,14 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     children.extend(users.secrets.iter().map(|s| Child::Secret(Box::new(s.clone()))));
     children.extend(users.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
-    let observed_cron = |purpose: &str| {
-        let name = cluster.names.cron_job(purpose);
-        request.children.cron_jobs.values().find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
-    };
+    let observed_cron = |purpose| backups::observed_cron_job(&request.children.cron_jobs, &cluster, purpose);
     if let Some(refusal) = backup_refused {
         problems.push(refusal.into());
     } else {
         let initialized = bootstrap.initialized();
         children.extend(
             [
-                backups::cron_job(&request.parent, &cluster, initialized, observed_cron("backup")),
+                backups::cron_job(&request.parent, &cluster, initialized, observed_cron(backups::SCHEDULED)),
                 backups::binlog_cron_job(&request.parent, &cluster, initialized, observed_cron(backups::BINLOG)),
             ]
             .into_iter()
@@ -530,14 +527,11 @@ fn add_backup_status(
     restore: &Restore,
     ctx: &Context,
 ) {
-    let cron_job = |purpose: &str| {
-        let name = c.names.cron_job(purpose);
-        request.children.cron_jobs.values().find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
-    };
+    let cron_job = |purpose| backups::observed_cron_job(&request.children.cron_jobs, c, purpose);
     status.backup = backups::scheduled_status(
         &request.parent,
         c,
-        cron_job("backup"),
+        cron_job(backups::SCHEDULED),
         cron_job(backups::BINLOG),
         pods,
         previous.backup.as_ref(),
