@@ -16,14 +16,15 @@
 # (restore.sh picks the one that covers the point).
 # Retention (RETENTION_OWNER set): files no kept backup needs are removed --
 # an earlier primary's whole sequence once it ends before the oldest kept
-# backup's pitr-from; of the others, those followed by a file that began at or before the dump position of the
-# oldest complete backup of that owner in BACKUP_ROOT (its POSITIONS); their
-# .start stays while the primary still has the file, so a file is never
-# archived twice.
+# backup's pitr-from; of every other sequence, each file followed by one that
+# began at or before the dump position of the oldest complete backup of that
+# owner in BACKUP_ROOT (its POSITIONS).  A .start stays while the primary
+# still has its file, so a file is never archived twice.
 # S3: s3.sh archive-pull mirrors the small files (*.start, *.until, the
 # backups' OWNER, result.json and POSITIONS) into staging first; this script
 # writes new files there and the names to delete into $ARCHIVE_DIR/PRUNE;
-# s3.sh archive-push uploads the new files, then *.until, then deletes.
+# s3.sh archive-push uploads the new files, then their .start, then *.until,
+# then deletes.
 # Needs (the replicas' configuration): binary log expiry longer than the
 # CronJob's interval, or a file may be purged before it is archived (the
 # next restore then names the gap).
@@ -95,7 +96,10 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
       a_clock=""
       [ "$id" = "$ident" ] || { read -r a_clock _ < "$adir/$id.until" || true; } 2>/dev/null
       if [[ $a_clock =~ ^[0-9]+$ ]] && (( a_clock < oldest_t )); then
+        # every file there, and the .gz of every .start (S3 staging holds only
+        # the .start files)
         for f in "$idir"/*; do [ -f "$f" ] && printf '%s/%s\n' "$id" "${f##*/}" >> "$adir/PRUNE"; done
+        for f in "$idir"/*.start; do [ -f "$f" ] && printf '%s/%s.gz\n' "$id" "$(basename "$f" .start)" >> "$adir/PRUNE"; done
         printf '%s.until\n' "$id" >> "$adir/PRUNE"
         pruned=$((pruned + 1))
         continue

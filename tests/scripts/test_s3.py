@@ -22,7 +22,7 @@ from conftest import REPORT
 from dbcluster import free_port, rows, run_script
 from objstore import ObjectStore, run_s3
 from test_tls import _make_ca, _server_cert
-from test_backups import fmt, fresh, insert, next_second
+from test_backups import demote, fmt, fresh, insert, next_second
 
 
 def staging(c, name: str) -> Path:
@@ -314,7 +314,7 @@ def test_s3_binlog_archive_each_file_once_and_pitr_from_it(cluster, world, store
 
     def backup(name: str):
         st = staging(cluster, name)
-        r = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st, BACKUP_NAME=name, BACKUP_OWNER=owner,
+        r = cluster.run("backup.sh", PRIMARY="db-1", BACKUP_DIR=st, BACKUP_NAME=name, BACKUP_OWNER=owner,
                         BACKUP_BINLOGS="archive")
         assert r.rc == 0 and r.json["binlogs"] == 0, r
         u = run_s3(store, "upload", {**env, "BACKUP_NAME": name}, st)
@@ -361,14 +361,23 @@ def test_s3_binlog_archive_each_file_once_and_pitr_from_it(cluster, world, store
         assert rows(target) == set(range(1, 41))
     finally:
         target.kill()
-    # retention: a newer backup; b1 goes; the files before it are no longer needed
+    # a failover: db-1's own sequence is archived under its identity
+    demote(cluster, "db-0", "db-1")
+    insert(cluster["db-1"], 61, 71, "D")
+    a4 = archive()
+    assert a4.json["primary"] == "db-1" and a4.json["identity"] != ident, a4
+    # retention: a newer backup (from db-1); b1 goes; db-0's whole sequence ends
+    # before it and goes, data and sidecars, from the bucket
+    cluster.wait_synced(cluster["db-1"])
+    time.sleep(1.1)
     backup("b2")
     store.aws_run("s3", "rm", "--recursive", "s3://bk-arch/shop/db/b1/")
-    insert(p, 61, 71, "D")
-    a4 = archive(RETENTION_OWNER=owner)
-    assert a4.json["pruned"] > 0, a4
-    left = store.keys("bk-arch", f"shop/db/_binlog/{ident}/")
-    assert not any(k.endswith(f"/{f}.gz") for f in a1.json["archived"] for k in left), left
+    insert(cluster["db-1"], 71, 81, "E")
+    a5 = archive(RETENTION_OWNER=owner)
+    assert a5.json["pruned"] > 0, a5
+    left = store.keys("bk-arch", "shop/db/_binlog/")
+    assert not any(k.startswith(f"shop/db/_binlog/{ident}") for k in left), left
+    assert any(k.startswith(f"shop/db/_binlog/{a4.json['identity']}/") for k in left), left
     REPORT.append(f"s3 binlog archive: runs archived {[len(r.json['archived']) for r in runs]} files; "
-                  f"PITR from the archive in MinIO restored 40 rows at {fmt(t1)}; retention let "
-                  f"{a4.json['pruned']} go")
+                  f"PITR from the archive in MinIO restored 40 rows at {fmt(t1)}; after a failover "
+                  f"retention let {a5.json['pruned']} go, the old primary's sequence whole")
