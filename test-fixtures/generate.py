@@ -989,7 +989,7 @@ def script_pod(job, labels, results, phase, name_suffix="x7k2p", main="backup", 
                                          "message": msg, "startedAt": "2026-11-29T11:58:01Z", "finishedAt": finished}}
                 if code is not None else {"running": {"startedAt": "2026-11-29T11:58:01Z"}}}
     statuses = {c: status(c, code, msg) for c, code, msg in results}
-    inits = [init] if init else []
+    inits = (init if isinstance(init, list) else [init]) if init else []
     labels = dict(labels, **{"batch.kubernetes.io/job-name": job, "job-name": job})
     st = {"phase": phase}
     if inits:
@@ -1143,10 +1143,26 @@ def backup_scenarios(running, st, live, deleting):
         rr = response_of("sync", "restore-running")
         if rr is not None:
             restore_jobs = [j["metadata"]["name"] for j in jobs_of(rr)] + ["db-restore-2-" + jobs_of(rr)[0]["metadata"]["name"][-5:]]
-            restored = lambda j, i: script_pod(j, cluster_job_labels("restore"), [("restore", 0, json.dumps(
+            # Restore pods run restore.sh in steps: restore-check and restore-load (init), then restore.
+            steps = ["restore-check", "restore-load"]
+            checked = json.dumps({"result": "checked", "pod": "db-0", "dump": "dump.sql.gz", "bytes": 318767104,
+                                  "binlogs": 0, "marker": ""}, separators=(",", ":"))
+            loaded = json.dumps({"result": "loaded", "pod": "db-0", "dump": "dump.sql.gz", "bytes": 318767104,
+                                 "seconds": 98}, separators=(",", ":"))
+            restored = lambda j, i: script_pod(j, cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", 0, loaded), ("restore", 0, json.dumps(
                 {"result": "restored", "pod": f"db-{i}", "from": "/backups/old/nightly-backup-a41c2", "pitr": False,
-                 "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711"}, separators=(",", ":")))], "Succeeded", main="restore")
+                 "gtid": "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-4711"}, separators=(",", ":")))], "Succeeded", main="restore", init=steps)
             all_jobs = list(rr["children"]) + [dict(jobs_of(rr)[0], metadata=dict(jobs_of(rr)[0]["metadata"], name=restore_jobs[2]))]
+            # Where each server's restore stands: db-0 has loaded and finishes, db-1
+            # loads, db-2's pod has not started a container yet.
+            write("sync", "restore-progress", request(
+                parent(restore=from_backup, status=rr["status"]),
+                observed(all_jobs, {j: "running" for j in restore_jobs}),
+                with_backups(related(*pods([True, True, True]),
+                                     script_pod(restore_jobs[0], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", 0, loaded), ("restore", None, None)], "Running", main="restore", init=steps),
+                                     script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", None, None)], "Pending", main="restore", init=steps),
+                                     script_pod(restore_jobs[2], cluster_job_labels("restore"), [], "Pending", main="restore", init=steps)),
+                             nightly)))
             # The MySQLBackup deleted in the middle: the recorded store and name carry on,
             # and the running restore Jobs are not deleted.
             write("sync", "restore-backup-deleted", request(
@@ -1168,7 +1184,7 @@ def backup_scenarios(running, st, live, deleting):
                 parent(restore=from_backup, status=rr["status"]),
                 observed(all_jobs, {restore_jobs[0]: "succeeded", restore_jobs[1]: "failed", restore_jobs[2]: "running"}),
                 with_backups(related(*pods([True, True, True]), restored(restore_jobs[0], 0),
-                                     script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore", 1, bad)], "Failed", main="restore")),
+                                     script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore-check", 1, bad)], "Failed", main="restore", init=steps)),
                              nightly)))
             rd = response_of("sync", "restore-done")
             if rd is not None:
@@ -1180,6 +1196,15 @@ def backup_scenarios(running, st, live, deleting):
                         observed(rd["children"], dict({j: "succeeded" for j in restore_jobs}, **{boot: "succeeded"})),
                         with_backups(related(*pods([True, True, True]), job_pod(boot, "bootstrap",
                                      '{"result":"bootstrapped","primary":"db-0","semiSync":true}')), nightly)))
+                    # The same sync with a stale parent: its status from before the last
+                    # restore Job succeeded (Metacontroller's cache lags the status write).
+                    rp = response_of("sync", "restore-progress")
+                    if rp is not None:
+                        write("sync", "restore-bootstrapped-stale-status", request(
+                            parent(restore=from_backup, status=rp["status"]),
+                            observed(rd["children"], dict({j: "succeeded" for j in restore_jobs}, **{boot: "succeeded"})),
+                            with_backups(related(*pods([True, True, True]), job_pod(boot, "bootstrap",
+                                         '{"result":"bootstrapped","primary":"db-0","semiSync":true}')), nightly)))
     s3_restore = {"storage": {"s3": {"bucket": "db-backups", "prefix": "shop/db", "credentialsSecret": "backup-s3",
                                      "endpoint": "https://minio.storage.svc:9000"}},
                   "name": "db-backup-29932020", "pointInTime": "2026-11-29T09:30:00Z", "binlogsFrom": "db-backup-29932500",
@@ -1200,6 +1225,11 @@ def backup_scenarios(running, st, live, deleting):
         write("sync", "restore-pitr-pvc-archive", request(
             parent(restore=pvc_archive_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))
+        # Issue 19.7: four clients load the dump; the load step gets a sized work volume.
+        write("sync", "restore-parallel", request(
+            parent(restore={"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},
+                            "name": "db-backup-29932020", "parallel": 4}, status=new_r["status"]),
+            observed(new_r["children"]), related(*pods([True, False, False]))))
         write("sync", "restore-s3-credentials-not-opted-in", request(
             parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))

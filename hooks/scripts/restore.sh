@@ -27,6 +27,25 @@
 # dumped) table _mysqlhook.restore; a rerun after success reports the same
 # result, a rerun after a crash starts the load again (the dump drops and
 # recreates its schemas).  A server with other data is refused.
+# Steps (issue 19.7: the restore's progress is visible in status): in a Job
+# each step is its own container, so the pod's status says which one runs and
+# since when; RESTORE_STEP picks one, default `all` (the three in one run):
+#   check   proves everything above (checksums, signature, continuity, an empty
+#           read-only target) and writes nothing; its result line summarizes
+#           what will be loaded and replayed;
+#   load    the same proof, then loads the dump and the accounts and records
+#           the dump's position: marker `loaded`;
+#   finish  the same proof, then (from marker `loaded` only) replays the binary
+#           logs to RESTORE_UNTIL and marks the server `done`, read-only.
+# Every step proves again, as a container never trusts another's word.  A
+# failed step fails the pod; the Job's next pod starts again at `check`, and
+# its `load` reloads from scratch (a replay cut short is never continued: the
+# same transaction must not be applied twice).
+# Parallel load (issue 19.7): RESTORE_PARALLEL clients (1-16, default 1) load
+# the tables of each database at once (dump_load_parallel in common.sh); the
+# dump is first cut into pieces in RESTORE_WORK_DIR [TMPDIR or /tmp], which
+# needs its uncompressed size free.  1 streams the dump into one client and
+# needs no space.
 # Time: the Job's deadline (RESTORE_DEADLINE_SECONDS, spec.restore.timeoutSeconds,
 # default 6 h) bounds the whole restore; the dump's load (LOAD_TIMEOUT) and the
 # replay (REPLAY_TIMEOUT) may each use all of it unless set lower, so a large
@@ -34,9 +53,15 @@
 SCRIPT_NAME=restore
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
+step=${RESTORE_STEP:-all}
+case $step in check|load|finish|all) ;; *) fail bad-env "RESTORE_STEP '$step' is not check, load, finish or all" ;; esac
+
 deadline=${RESTORE_DEADLINE_SECONDS:-21600}
 [[ $deadline =~ ^[1-9][0-9]*$ ]] || fail bad-env "RESTORE_DEADLINE_SECONDS '$deadline' is not a number of seconds"
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-$deadline}
+parallel=${RESTORE_PARALLEL:-1}
+[[ $parallel =~ ^([1-9]|1[0-6])$ ]] || fail bad-env "RESTORE_PARALLEL '$parallel' is not a number of clients from 1 to 16"
+work=${RESTORE_WORK_DIR:-${TMPDIR:-/tmp}}
 REPLAY_TIMEOUT=${REPLAY_TIMEOUT:-$deadline}
 target=${POD_NAME:-${POD_NAMES[0]}}
 is_member "$target" || fail bad-env "POD_NAME '$target' is not in PODS"
@@ -135,7 +160,7 @@ if [ -n "$until" ]; then
   fi
 fi
 
-# earlier run?
+# earlier run?  (Marker phases: loading, loaded, replaying, done.)
 marker=""
 if [ -n "$(sql "$target" "SELECT 1 FROM information_schema.tables WHERE table_schema='_mysqlhook' AND table_name='restore'")" ]; then
   marker=$(sql "$target" "SELECT CONCAT(phase, '|', backup_key) FROM _mysqlhook.restore WHERE id=1")
@@ -145,9 +170,10 @@ if [ "$marker" = "done|$key" ]; then
   log "already restored"
   emit_line "$line" 0
 fi
-if [ -n "$marker" ] && [ "$marker" != "loading|$key" ]; then
-  fail target-not-empty "$target was restored from something else (${marker#*|})"
-fi
+case $marker in
+  ""|"loading|$key"|"loaded|$key"|"replaying|$key") ;;
+  *) fail target-not-empty "$target was restored from something else (${marker#*|})" ;;
+esac
 if [ -z "$marker" ] && [ -n "$(sql_user_schemas "$target")" ]; then
   fail target-not-empty "$target has application schemas; restore needs an empty server"
 fi
@@ -155,25 +181,63 @@ sql_replica_status "$target"
 [ "$RS_CONFIGURED" = 0 ] || fail target-is-replica "$target replicates from $RS_HOST:$RS_PORT"
 [ "$(sql_is_read_only "$target")" = 1 ] || fail target-writable "$target is writable (serving?); refusing"
 
-sql_set_admin_writable "$target"
-sql_reset_gtid_history "$target"
-sql "$target" "$SQL_NO_BINLOG
-  CREATE DATABASE IF NOT EXISTS _mysqlhook;
-  CREATE TABLE IF NOT EXISTS _mysqlhook.restore (id INT PRIMARY KEY, phase VARCHAR(16) NOT NULL,
-    backup_key TEXT NOT NULL, result TEXT);
-  REPLACE INTO _mysqlhook.restore VALUES (1, 'loading', $(sql_quote "$key"), NULL)"
-
-log "loading $dump"
-{ printf '%s\n' "$SQL_NO_BINLOG"; dump_cat "$dump"; } | SQL_TIMEOUT=$LOAD_TIMEOUT sql_stdin "$target"
-if [ -f "$from/accounts.sql" ]; then
-  log "loading $from/accounts.sql"
-  { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/accounts.sql"; } | sql_stdin "$target"
+dump_bytes=$(stat -c %s "$dump")
+if [ "$step" = check ]; then
+  r_str dump "${dump##*/}"; r_raw bytes "$dump_bytes"; r_raw binlogs "${#files[@]}"
+  r_str marker "${marker%%|*}"
+  finish checked
 fi
-sql_set_restored_position "$target" "$g"
+
+# load: the dump and the accounts, without the binary log, then the dump's
+# position as executed.
+load_dump() {
+  sql_set_admin_writable "$target"
+  sql_reset_gtid_history "$target"
+  sql "$target" "$SQL_NO_BINLOG
+    CREATE DATABASE IF NOT EXISTS _mysqlhook;
+    CREATE TABLE IF NOT EXISTS _mysqlhook.restore (id INT PRIMARY KEY, phase VARCHAR(16) NOT NULL,
+      backup_key TEXT NOT NULL, result TEXT);
+    REPLACE INTO _mysqlhook.restore VALUES (1, 'loading', $(sql_quote "$key"), NULL)"
+  local rc=0
+  clients=$parallel
+  if (( parallel > 1 )); then
+    log "loading $dump, the tables of each database $parallel at a time (pieces in $work)"
+    SQL_TIMEOUT=$LOAD_TIMEOUT dump_load_parallel "$target" "$dump" "$parallel" "$work" || rc=$?
+    case $rc in
+      0) ;;
+      2) log "$LAST_ERR: loading it with one client"; clients=1 ;;
+      *) fail script-failed "$LAST_ERR" ;;
+    esac
+  fi
+  if (( parallel == 1 || rc == 2 )); then
+    log "loading $dump"
+    { printf '%s\n' "$SQL_NO_BINLOG"; dump_cat "$dump"; } | SQL_TIMEOUT=$LOAD_TIMEOUT sql_stdin "$target"
+  fi
+  if [ -f "$from/accounts.sql" ]; then
+    log "loading $from/accounts.sql"
+    { printf '%s\n' "$SQL_NO_BINLOG"; cat "$from/accounts.sql"; } | sql_stdin "$target"
+  fi
+  sql_set_restored_position "$target" "$g"
+  sql "$target" "$SQL_NO_BINLOG UPDATE _mysqlhook.restore SET phase='loaded' WHERE id=1"
+}
+
+if [ "$step" != finish ]; then
+  load_dump
+  if [ "$step" = load ]; then
+    r_str dump "${dump##*/}"; r_raw bytes "$dump_bytes"; r_raw seconds "$SECONDS"; r_raw clients "$clients"
+    finish loaded
+  fi
+elif [ "$marker" = "loaded|$key" ]; then
+  sql_set_admin_writable "$target"
+else
+  fail not-loaded "$target holds no completed load of $from (marker '${marker%%|*}'): the Job's next attempt loads it again"
+fi
 r_str backupGtid "$g"
+[ "$step" = finish ] || r_raw clients "$clients"
 
 pitr=false
 if [ -n "$until" ]; then
+  sql "$target" "$SQL_NO_BINLOG UPDATE _mysqlhook.restore SET phase='replaying' WHERE id=1"
   log "replaying ${#files[@]} binary log file(s) after [$g] until $until UTC"
   binlog_replay "$target" "$g" "$until" "${files[@]}"
   pitr=true

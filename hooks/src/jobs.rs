@@ -35,6 +35,10 @@ pub struct ScriptResult {
     pub promoted: Option<String>,
     pub location: Option<String>,
     pub bytes: Option<i64>,
+    /// Binary log files: copied by a backup, to replay in a restore.
+    pub binlogs: Option<i64>,
+    /// How long a step took (a restore's load).
+    pub seconds: Option<i64>,
     pub source: Option<String>,
     pub gtid: Option<String>,
     /// A backup's checksum (SHA-256 of its `SHA256SUMS`).

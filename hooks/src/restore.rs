@@ -15,11 +15,13 @@
 //! Jobs already observed are never dropped while the restore waits for anything,
 //! so a running restore is never deleted under a server.
 
+mod progress;
+
 use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
     access,
-    api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus},
+    api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus, RestoreStep},
     build::{
         backup::{self, RestorePod},
         meta,
@@ -108,7 +110,9 @@ pub fn plan(f: &Facts<'_>) -> Restore {
             .iter()
             .find(|c| c.type_ == RESTORED)
             .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()));
-        return Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false };
+        let remembered =
+            Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false };
+        return completed(remembered, c.replicas);
     }
     let until = spec.point_in_time.as_deref();
     // Restore Jobs already created: whatever the restore waits for, never deleted.
@@ -196,6 +200,34 @@ pub fn plan(f: &Facts<'_>) -> Restore {
     plan_from(parent, c, observed, pods, source, until, gate)
 }
 
+/// The remembered restore once bootstrap has begun. Bootstrap starts only after
+/// every restore Job has succeeded, so a remembered restore that is not
+/// `Succeeded` is a stale status: Metacontroller may send the parent as it was
+/// before the hook's last status write (seen on real servers: the sync after the
+/// one that saw the last restore Job succeed carried the status from before it,
+/// which would have been kept for good). Rebuilt as what it must be: every server
+/// restored (a time of the stale record that is not a `Restored` one is dropped).
+fn completed(mut r: Restore, replicas: i32) -> Restore {
+    let Some(st) = r.status.as_mut() else { return r };
+    if st.phase == Some(BackupPhase::Succeeded) {
+        return r;
+    }
+    let pit = st.point_in_time.as_deref().map_or_else(String::new, |t| format!(" up to {t}"));
+    let message = format!("{replicas} servers restored from {}{pit}", st.location.as_deref().unwrap_or("the backup"));
+    st.phase = Some(BackupPhase::Succeeded);
+    st.restored = replicas;
+    st.message = Some(message.clone());
+    for server in &mut st.servers {
+        if server.step != RestoreStep::Restored {
+            server.step = RestoreStep::Restored;
+            server.since = None;
+            server.detail = None;
+        }
+    }
+    r.condition = Some((true, "Restored".to_owned(), message));
+    r
+}
+
 /// The restore Jobs from a resolved source, and where they stand.
 fn plan_from(
     parent: &MySQL,
@@ -221,6 +253,7 @@ fn plan_from(
     }
 
     let mut jobs_out = Vec::new();
+    let mut servers = Vec::new();
     let (mut done, mut running, mut failed) = (0, 0, Vec::new());
     let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
         jobs::has_label(p, labels::JOB_PURPOSE, PURPOSE) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
@@ -243,12 +276,16 @@ fn plan_from(
                 verify_key: spec.signing_key.as_ref(),
                 work_volume_size: parent.spec.backup.as_ref().and_then(|b| b.work_volume_size.clone()),
                 deadline_seconds: spec.timeout_seconds.unwrap_or(backup::DEADLINE_SECONDS),
+                parallel: spec.parallel,
             })),
             ..Default::default()
         };
         match observed.job(&name) {
             Some(existing) => {
-                match jobs::outcome_of_job(existing, by_job.get(name.as_str()).map_or(&[][..], Vec::as_slice)) {
+                let job_pods = by_job.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+                let outcome = jobs::outcome_of_job(existing, job_pods);
+                servers.push(progress::of_server(&target, &name, &outcome, job_pods, until.is_some()));
+                match outcome {
                     Outcome::Succeeded(..) => done += 1,
                     Outcome::Running => running += 1,
                     Outcome::Failed(r, _) => failed.push(format!("{target} ({name}): {}", r.explain())),
@@ -257,6 +294,7 @@ fn plan_from(
             }
             None if observed.member(&target).is_some_and(|m| m.ready) => {
                 running += 1;
+                servers.push(progress::of_server(&target, &name, &Outcome::Running, &[], until.is_some()));
                 jobs_out.push(job);
             }
             None => {}
@@ -290,6 +328,7 @@ fn plan_from(
             message: Some(message.clone()),
             storage: Some(source.storage),
             name: Some(source.name),
+            servers,
         }),
         condition: Some((phase == BackupPhase::Succeeded, reason.to_owned(), message)),
         blocks_bootstrap: phase != BackupPhase::Succeeded,

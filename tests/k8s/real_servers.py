@@ -1047,8 +1047,9 @@ def s6_rollout(run: Run) -> None:
 
 def s7_backup_restore(run: Run) -> None:
     """MySQLBackup (verified: restored into a throwaway server in its own pod before
-    it counted), a new cluster restored from it (row checksums equal), and a
-    point-in-time restore between two backups."""
+    it counted), a new cluster restored from it (row checksums equal; loaded by 2
+    clients, its progress in status), and a point-in-time restore between two
+    backups."""
     db = run.db("demo")
     judge = run.judge(db)
     assert judge.writer is not None
@@ -1065,10 +1066,11 @@ def s7_backup_restore(run: Run) -> None:
     ns = db.namespace
     run.k8s.create(mysql_object(run, ns, name="copy", replicas=3, deletionPolicy="Delete",
                                 failover={"enabled": True, "gracePeriodSeconds": 30},
-                                restore={"backup": "b1"}))
+                                restore={"backup": "b1", "parallel": 2}))
     copy = run.db(ns, "copy")
-    copy.wait_running(3, timeout=900)
+    seen, restore_pods = restore_steps_seen(copy, 3)
     compare_copy(db, copy, "the restore of b1", b1)
+    check_restore_steps(copy, 3, seen, restore_pods)
     # 2. Point in time: b1's dump plus b2's binary logs up to `pit`.
     run.k8s.create(mysql_object(run, ns, name="pitr", replicas=1, deletionPolicy="Delete",
                                 restore={"backup": "b1", "pointInTime": pit, "binlogsFrom": b2["name"]}))
@@ -1105,6 +1107,62 @@ def s7_binlog_archive(run: Run, db: Db) -> None:
     say(f"point-in-time restore of b1 to {pit} from the binary log archive (no binlogsFrom): the {got} rows "
         f"committed before it, none after")
     patch_mysql(run, db, {"spec": {"backup": {"binlogSchedule": None}}})
+
+
+def restore_steps_seen(restored: Db, replicas: int) -> tuple[list[str], dict[str, dict]]:
+    """Waits for a restored cluster to run, recording each `pod:step` that its
+    `status.restore.servers` showed on the way (issue 19.7), in order, and each
+    restore Job's succeeded pod (the Jobs go once bootstrap begins)."""
+    seen: list[str] = []
+    pods: dict[str, dict] = {}
+
+    def done() -> dict | None:
+        st = restored.status()
+        for s in (st.get("restore") or {}).get("servers") or []:
+            if f"{s['pod']}:{s['step']}" not in seen:
+                seen.append(f"{s['pod']}:{s['step']}")
+            if s["job"] not in pods:
+                found = restored.k8s.request("GET", f"/api/v1/namespaces/{restored.namespace}/pods",
+                                             params={"labelSelector": f"job-name={s['job']}"})["items"]
+                ok = [p for p in found if (p.get("status") or {}).get("phase") == "Succeeded"]
+                if ok:
+                    pods[s["job"]] = ok[0]
+        cond = {c.get("type"): c for c in st.get("conditions") or []}.get("Restored") or {}
+        if cond.get("reason") == "RestoreFailed":
+            raise StepFailed(f"the restore {restored.name} failed: {cond.get('message')}")
+        return restored.running(replicas)
+    restored.wait(f"MySQL {restored.name} Running with {replicas} ready servers (or its restore failed)", done,
+                  timeout=900, interval=0.5)
+    return seen, pods
+
+
+def check_restore_steps(restored: Db, replicas: int, seen: list[str], pods: dict[str, dict]) -> None:
+    """The restore's progress in status: every server Restored, and each restore
+    pod ran restore.sh in its steps (restore-check, restore-load, restore), the
+    first two reporting what they found."""
+    servers = (restored.status().get("restore") or {}).get("servers") or []
+    if sorted(s["pod"] for s in servers) != [f"{restored.name}-{i}" for i in range(replicas)] or \
+            any(s["step"] != "Restored" for s in servers):
+        raise StepFailed(f"{restored.name}: status.restore.servers is {servers}, expected every server Restored")
+    cond = {c.get("type"): c for c in restored.status().get("conditions") or []}.get("Restored") or {}
+    if cond.get("status") != "True" or restored.status()["restore"].get("restored") != replicas:
+        raise StepFailed(f"{restored.name}: condition Restored {cond}, status.restore {restored.status()['restore']}")
+    reports = []
+    for s in servers:
+        if s["job"] not in pods:
+            raise StepFailed(f"{s['job']}: no succeeded pod seen while the restore ran")
+        inits = {c["name"]: c for c in pods[s["job"]]["status"].get("initContainerStatuses") or []}
+        got = {}
+        for name, result in (("restore-check", "checked"), ("restore-load", "loaded")):
+            term = ((inits.get(name) or {}).get("state") or {}).get("terminated") or {}
+            msg = json.loads(term.get("message") or "{}")
+            if term.get("exitCode") != 0 or msg.get("result") != result:
+                raise StepFailed(f"{s['job']}: container {name} ended {term}, expected result {result}")
+            got[name] = msg
+        reports.append(f"{s['pod']} dump {got['restore-check']['bytes']} bytes, load {got['restore-load']['seconds']} s "
+                       f"with {got['restore-load'].get('clients')} clients")
+    say(f"{restored.name}: status.restore.servers showed {', '.join(seen)}; every restore pod ran restore-check, "
+        f"restore-load, restore ({'; '.join(reports)})")
 
 
 def restored_to(db: Db, restored: Db, pit: str) -> int:

@@ -4,7 +4,7 @@
 would it give on a larger one?  Not part of the test suite (it takes minutes);
 docs/performance.md has the figures it printed.
 
-    python3 tests/scripts/measure_parallel_load.py [--mib 1024] [--tables 4]
+    python3 tests/scripts/measure_parallel_load.py [--mib 1024] [--tables 4] [--restore-sh]
 
 The data: the orders-like rows of measure_compression.py, spread over TABLES
 tables of equal size.  Each table is dumped on its own with the options
@@ -13,6 +13,11 @@ inserts), then loaded into a fresh server the way restore.sh loads (the binary
 log off for the session): by one client, the tables one after the other (what
 restore.sh does today with one dump), then by 2 and by TABLES clients at once,
 each a fresh server.  The server has the same settings each time.
+
+With --restore-sh it measures what a restore Job does instead: backup.sh
+takes one gzip'd dump of the tables, then restore.sh loads it into a fresh
+server with RESTORE_PARALLEL 1, 2 and TABLES (spec.restore.parallel; above 1
+the dump is first cut into pieces, which the time includes).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dbcluster import Cluster, Server, World  # noqa: E402
+from dbcluster import Cluster, Server, World, run_script  # noqa: E402
 
 CNF = "innodb_buffer_pool_size = 512M\n"
 
@@ -48,6 +53,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=int, default=1024, help="total dump size to reach, MiB (default 1024)")
     ap.add_argument("--tables", type=int, default=4, help="tables the data is spread over (default 4)")
+    ap.add_argument("--restore-sh", action="store_true", help="backup.sh once, then restore.sh with 1, 2, TABLES clients")
     args = ap.parse_args()
     w = World()
     try:
@@ -78,6 +84,9 @@ def main() -> None:
                 p.query(f"{insert} LIMIT {want - have}", timeout=3600)
         rows = sum(int(p.value(f"SELECT COUNT(*) FROM shop.orders_{i}") or 0) for i in range(args.tables))
         print(f"data: {rows} rows in {args.tables} tables, made in {time.time() - t0:.0f}s", flush=True)
+        if args.restore_sh:
+            restore_sh(w, c, rows, args.tables)
+            return
         ddir = w.root / "dumps"
         ddir.mkdir()
         dumps = []
@@ -112,6 +121,36 @@ def main() -> None:
             print(f"speed-up with {clients} client(s): {one / took:.2f}x", flush=True)
     finally:
         w.close()
+
+
+def restore_sh(w: World, c: Cluster, rows: int, tables: int) -> None:
+    """backup.sh, then restore.sh with 1, 2 and `tables` clients."""
+    bdir = w.root / "backups"
+    bdir.mkdir()
+    t = time.time()
+    r = c.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b")
+    assert r.rc == 0, r
+    dump = bdir / "b" / "dump.sql.gz"
+    print(f"backup.sh: {dump.stat().st_size / 2**20:.1f} MiB gzip'd, {time.time() - t:.1f}s", flush=True)
+    results = {}
+    for clients in sorted({1, 2, tables}):
+        target = w.server("db-0", f"restore-{clients}")
+        target.initialize()
+        target.set_extra_cnf(CNF)
+        target.start()
+        t = time.time()
+        rr = run_script("restore.sh", w, {"PODS": f"db-0={target.addr}", "POD_NAME": "db-0",
+                                          "RESTORE_FROM": str(bdir / "b"), "RESTORE_PARALLEL": str(clients),
+                                          "RESTORE_WORK_DIR": str(w.root)}, timeout=7200)
+        took = time.time() - t
+        assert rr.rc == 0 and rr.json["clients"] == clients, rr
+        got = sum(int(target.value(f"SELECT COUNT(*) FROM shop.orders_{i}") or 0) for i in range(tables))
+        assert got == rows, (got, rows)
+        results[clients] = took
+        print(f"restore.sh with RESTORE_PARALLEL={clients}: {took:.1f}s, {got} rows", flush=True)
+        target.kill()
+    for clients, took in sorted(results.items()):
+        print(f"speed-up with {clients} client(s): {results[1] / took:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

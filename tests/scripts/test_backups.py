@@ -205,8 +205,26 @@ def test_pitr_at_a_chosen_second_under_a_write_stream(cluster, world, request):
     backup(cluster, bdir, "later", PRIMARY="db-0")
     target = fresh(world, request.node.name + "-restore")
     try:
-        rr = restore(world, target, bdir / "base", RESTORE_BINLOGS_FROM=bdir / "later", RESTORE_UNTIL=fmt(chosen))
+        # As the restore Job runs it: one container per step (issue 19.7).
+        pitr = {"RESTORE_BINLOGS_FROM": bdir / "later", "RESTORE_UNTIL": fmt(chosen)}
+        early = restore(world, target, bdir / "base", RESTORE_STEP="finish", **pitr)
+        assert early.rc != 0 and early.json["reason"] == "not-loaded", early
+        check = restore(world, target, bdir / "base", RESTORE_STEP="check", **pitr)
+        assert check.rc == 0 and check.json["result"] == "checked", check
+        assert check.json["bytes"] > 0 and check.json["binlogs"] >= 1, check.json
+        assert is_empty(target), "the check step wrote"
+        load = restore(world, target, bdir / "base", RESTORE_STEP="load", **pitr)
+        assert load.rc == 0 and load.json["result"] == "loaded", load
+        # A replay cut short is never continued: finish refuses, the next load starts over.
+        target.query("UPDATE _mysqlhook.restore SET phase='replaying' WHERE id=1")
+        cut = restore(world, target, bdir / "base", RESTORE_STEP="finish", **pitr)
+        assert cut.rc != 0 and cut.json["reason"] == "not-loaded", cut
+        again = restore(world, target, bdir / "base", RESTORE_STEP="load", **pitr)
+        assert again.rc == 0 and again.json["result"] == "loaded", again
+        rr = restore(world, target, bdir / "base", RESTORE_STEP="finish", **pitr)
         assert rr.rc == 0 and rr.json["pitr"] is True, rr
+        REPORT.append(f"restore in steps: check {check.seconds:.1f}s ({check.json['bytes']} bytes of dump, "
+                      f"{check.json['binlogs']} binary log files), load {load.seconds:.1f}s, finish {rr.seconds:.1f}s")
         got = rows(target)
         acked_before = {n for n, t in w.acked.items() if t < chosen}
         sent_after = {n for n, t in w.sent.items() if t >= chosen}
@@ -386,6 +404,86 @@ def test_dumps_are_gzipped_and_uncompressed_backups_still_restore(cluster, world
 
 
 # ------------------------------------------------------------------- 19.7
+
+def schema_fingerprint(s: Server) -> dict:
+    """What a restore must reproduce: every table's rows (CHECKSUM TABLE) and
+    every routine, trigger, view and event definition of shop and crm."""
+    out: dict = {}
+    for schema, table in s.query("SELECT table_schema, table_name FROM information_schema.tables "
+                                 "WHERE table_schema IN ('shop','crm') AND table_type='BASE TABLE' ORDER BY 1, 2"):
+        out[f"{schema}.{table}"] = s.query(f"CHECKSUM TABLE `{schema}`.`{table}` EXTENDED")[0][1]
+    for q in ("SELECT routine_schema, routine_name, routine_definition FROM information_schema.routines "
+              "WHERE routine_schema IN ('shop','crm') ORDER BY 1, 2",
+              "SELECT trigger_schema, trigger_name, action_statement FROM information_schema.triggers "
+              "WHERE trigger_schema IN ('shop','crm') ORDER BY 1, 2",
+              "SELECT table_schema, table_name, view_definition FROM information_schema.views "
+              "WHERE table_schema IN ('shop','crm') ORDER BY 1, 2",
+              "SELECT event_schema, event_name, event_definition FROM information_schema.events "
+              "WHERE event_schema IN ('shop','crm') ORDER BY 1, 2"):
+        for row in s.query(q):
+            out[".".join(row[:2])] = row[2]
+    return out
+
+
+def test_a_parallel_load_restores_what_one_client_restores(cluster, world, request):
+    """Issue 19.7: RESTORE_PARALLEL clients load the tables of each database at
+    once and restore exactly what one client restores: rows of every table,
+    foreign keys across tables and databases, a trigger that must not fire
+    during the load, a view, an event, and a procedure whose body holds the
+    very lines the dump is cut at (in a string across lines): the body is not
+    cut. A value that is not 1-16 is refused."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    body_text = "x\n-- Table structure for table `fake`\n-- Current Database: `fake`\nDELIMITER ;;\ny"
+    p.query("CREATE DATABASE shop; CREATE DATABASE crm;"
+            "CREATE TABLE crm.customer (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL);"
+            "CREATE TABLE shop.orders (id INT PRIMARY KEY, customer INT NOT NULL, pad VARCHAR(200) NOT NULL,"
+            " FOREIGN KEY (customer) REFERENCES crm.customer (id));"
+            "CREATE TABLE shop.lines (id INT PRIMARY KEY, ord INT NOT NULL, FOREIGN KEY (ord) REFERENCES shop.orders (id));"
+            "CREATE TABLE shop.audit (id INT AUTO_INCREMENT PRIMARY KEY, ord INT NOT NULL);"
+            "CREATE TABLE shop.empty (id INT PRIMARY KEY);"
+            "CREATE TRIGGER shop.orders_audit AFTER INSERT ON shop.orders FOR EACH ROW INSERT INTO shop.audit (ord) VALUES (NEW.id);"
+            "CREATE VIEW shop.big_orders AS SELECT id FROM shop.orders WHERE id > 100;"
+            "CREATE EVENT shop.nightly ON SCHEDULE EVERY 1 DAY DISABLE DO DELETE FROM shop.audit WHERE id < 0;"
+            "INSERT INTO crm.customer WITH RECURSIVE a(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM a WHERE i < 500) SELECT i, CONCAT('c', i) FROM a;"
+            "INSERT INTO shop.orders WITH RECURSIVE a(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM a WHERE i < 999),"
+            " b(j) AS (SELECT 0 UNION ALL SELECT j + 1 FROM b WHERE j < 39)"
+            " SELECT j * 1000 + i, 1 + (i % 500), REPEAT('o', 150) FROM a, b;"
+            "INSERT INTO shop.lines SELECT id, id FROM shop.orders;")
+    # a procedure body with the cut lines inside a string that spans lines
+    p.query("CREATE PROCEDURE shop.tricky() SELECT '" + body_text + "' AS t")
+    cluster.wait_synced(p)
+    source = schema_fingerprint(p)
+    assert source["shop.audit"] != source["shop.orders"] and len(source) >= 9, source
+    bdir = bdir_of(cluster)
+    backup(cluster, bdir, "rich", PRIMARY="db-0")
+    # A body whose string holds `DELIMITER ;` on a line of its own: the cut
+    # cannot be trusted, so one client loads it (and restores it whole).
+    p.query("CREATE PROCEDURE crm.trickier() SELECT 'a\nDELIMITER ;\n-- Table structure for table `x`\nb' AS t")
+    cluster.wait_synced(p)
+    richer = schema_fingerprint(p)
+    backup(cluster, bdir, "richer", PRIMARY="db-0")
+    took = {}
+    for name, clients, used, want in (("rich", 1, 1, source), ("rich", 3, 3, source), ("richer", 3, 1, richer)):
+        target = fresh(world, f"parallel-{name}-{clients}")
+        try:
+            t = time.monotonic()
+            rr = restore(world, target, bdir / name, RESTORE_PARALLEL=clients)
+            took[name, clients] = time.monotonic() - t
+            assert rr.rc == 0 and rr.json["result"] == "restored" and rr.json["clients"] == used, rr
+            fp = schema_fingerprint(target)
+            diff = {k for k in want.keys() | fp.keys() if want.get(k) != fp.get(k)}
+            assert not diff, (name, clients, sorted(diff))
+            tricky = target.query("SHOW CREATE PROCEDURE shop.tricky")[0][2]
+            assert "-- Table structure for table `fake`" in tricky and "DELIMITER ;;" in tricky, tricky
+        finally:
+            target.kill()
+    bad = restore(world, fresh(world, "parallel-bad"), bdir / "rich", RESTORE_PARALLEL=17)
+    assert bad.rc != 0 and bad.json["reason"] == "bad-env", bad
+    REPORT.append(f"parallel load: {len(source)} tables and definitions in 2 databases equal to the source's with 1 "
+                  f"client ({took['rich', 1]:.1f}s) and 3 ({took['rich', 3]:.1f}s), bodies holding the cut lines "
+                  f"intact; a body holding `DELIMITER ;` loaded by one client ({took['richer', 3]:.1f}s)")
+
 
 def test_the_load_may_use_the_whole_restore_deadline_and_no_more(cluster, world, request):
     """The dump's load is bounded by the restore's deadline

@@ -10,8 +10,10 @@
 //! dump, `s3.sh check` (uploader image) fails early on a store that cannot be used
 //! and hands a backup an earlier attempt already committed back to `backup.sh`,
 //! which reports it instead of dumping anew. Restores run `s3.sh download` (only
-//! committed backups) before `restore.sh`. Either way the pod's last container
-//! ends with the script's one-line result in its termination message.
+//! committed backups) before `restore.sh`, whose steps (check, load, finish) are
+//! containers of their own so that the pod's status shows which one runs
+//! ([`RESTORE_STEPS`]). Either way the pod's last container ends with the
+//! script's one-line result in its termination message.
 
 use std::collections::BTreeMap;
 
@@ -229,6 +231,8 @@ pub struct RestorePod<'a> {
     pub work_volume_size: Option<Quantity>,
     /// The Job's deadline, which the script's load and replay may use whole.
     pub deadline_seconds: i64,
+    /// `spec.restore.parallel`: clients loading the dump at once.
+    pub parallel: Option<i32>,
 }
 
 /// The Job spec of a restore.
@@ -244,7 +248,9 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     if let Some(until) = &r.until {
         env.push(pod::env("RESTORE_UNTIL", until.as_str()));
     }
-    let (init, main, mut volumes) = match (&r.storage.persistent_volume_claim, &r.storage.s3) {
+    let mut mounts =
+        vec![pod::config_mount(), pod::scripts_mount(), pod::credentials_mount(), pod::mount("tmp", "/tmp", false)];
+    let (download, mut volumes) = match (&r.storage.persistent_volume_claim, &r.storage.s3) {
         (Some(pvc), _) => {
             let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
             env.push(pod::env("RESTORE_FROM", format!("{dir}/{}", r.name)));
@@ -254,17 +260,8 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             if r.until.is_some() {
                 env.push(pod::env("RESTORE_ARCHIVE", format!("{dir}/{ARCHIVE}")));
             }
-            let container = Container {
-                volume_mounts: Some(vec![
-                    pod::config_mount(),
-                    pod::scripts_mount(),
-                    pod::credentials_mount(),
-                    pod::mount("tmp", "/tmp", false),
-                    pod::mount("backups", PVC_MOUNT, true),
-                ]),
-                ..server_container(c, "restore", pod::run_script("restore.sh"), env)
-            };
-            (vec![], container, vec![claim_volume(&pvc.claim_name, true)])
+            mounts.push(pod::mount("backups", PVC_MOUNT, true));
+            (None, vec![claim_volume(&pvc.claim_name, true)])
         }
         (None, Some(s3)) => {
             env.push(pod::env("RESTORE_FROM", format!("{STAGING}/{}", r.name)));
@@ -277,28 +274,43 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
                 env.push(pod::env("RESTORE_ARCHIVE", format!("{STAGING}/{ARCHIVE}")));
                 download_env.push(pod::env("ARCHIVE", "true"));
             }
-            let main = Container {
-                volume_mounts: Some(vec![
-                    pod::config_mount(),
-                    pod::scripts_mount(),
-                    pod::credentials_mount(),
-                    pod::mount("tmp", "/tmp", false),
-                    pod::mount("staging", STAGING, true),
-                ]),
-                ..server_container(c, "restore", pod::run_script("restore.sh"), env)
-            };
+            mounts.push(pod::mount("staging", STAGING, true));
             (
-                vec![uploader(s3, "download", "download", download_env)],
-                main,
+                Some(uploader(s3, "download", "download", download_env)),
                 vec![staging_volume(c, r.work_volume_size.as_ref())],
             )
         }
-        (None, None) => unreachable_storage(c),
+        (None, None) => {
+            let (init, main, volumes) = unreachable_storage(c);
+            return job_spec(c, r.storage, &r.labels, init, main, volumes, r.deadline_seconds);
+        }
     };
-    let mut main = main;
-    if main.name == "restore" {
-        with_key(&mut main, &mut volumes, r.verify_key, "RESTORE_VERIFY_KEY_FILE");
+    // A parallel load cuts the dump into pieces on a sized work volume first.
+    let parallel = r.parallel.filter(|n| *n > 1);
+    if let Some(n) = parallel {
+        env.extend([pod::env("RESTORE_PARALLEL", n.to_string()), pod::env("RESTORE_WORK_DIR", PIECES)]);
     }
+    // One container per step of restore.sh, so the pod's status shows where the
+    // restore stands ([`RESTORE_STEPS`]); the last one carries the result.
+    let [mut check, mut load, mut main] = RESTORE_STEPS.map(|(name, step)| {
+        let mut env = env.clone();
+        env.push(pod::env("RESTORE_STEP", step));
+        Container {
+            volume_mounts: Some(mounts.clone()),
+            ..server_container(c, name, pod::run_script("restore.sh"), env)
+        }
+    });
+    if let Some(key) = r.verify_key {
+        volumes.push(key_volume(key));
+        for step in [&mut check, &mut load, &mut main] {
+            mount_key(step, "RESTORE_VERIFY_KEY_FILE");
+        }
+    }
+    if parallel.is_some() {
+        load.volume_mounts.get_or_insert_with(Vec::new).push(pod::mount("pieces", PIECES, false));
+        volumes.push(Volume { name: "pieces".to_owned(), ..staging_volume(c, r.work_volume_size.as_ref()) });
+    }
+    let init = download.into_iter().chain([check, load]).collect();
     volumes.extend([
         pod::config_volume(c),
         pod::scripts_volume(),
@@ -307,6 +319,21 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     ]);
     job_spec(c, r.storage, &r.labels, init, main, volumes, r.deadline_seconds)
 }
+
+/// Where a parallel restore cuts the dump into pieces (`RESTORE_WORK_DIR`).
+const PIECES: &str = "/restore-work";
+
+/// The containers of a restore pod that run `restore.sh`, in order: (container,
+/// `RESTORE_STEP`). Each is a step the pod's status shows; the last one (after the
+/// uploader's `download` on S3) carries the result.
+pub const RESTORE_STEPS: [(&str, &str); 3] =
+    [(CHECK_CONTAINER, "check"), (LOAD_CONTAINER, "load"), (RESTORE_CONTAINER, "finish")];
+/// The restore step that proves the backup and writes nothing.
+pub const CHECK_CONTAINER: &str = "restore-check";
+/// The restore step that loads the dump.
+pub const LOAD_CONTAINER: &str = "restore-load";
+/// The last restore step (replay, then done), which carries the result.
+pub const RESTORE_CONTAINER: &str = "restore";
 
 /// One run of the binary log archive (`binlog.sh`).
 #[derive(Debug, Clone)]
@@ -563,7 +590,13 @@ const KEY_DIR: &str = "/etc/mysql-hook-signing";
 /// `variable` names, for `container` only: the uploader never sees it.
 fn with_key(container: &mut Container, volumes: &mut Vec<Volume>, key: Option<&SecretKeyRef>, variable: &str) {
     let Some(key) = key else { return };
-    volumes.push(Volume {
+    volumes.push(key_volume(key));
+    mount_key(container, variable);
+}
+
+/// The signing key's volume (see [`with_key`]).
+fn key_volume(key: &SecretKeyRef) -> Volume {
+    Volume {
         name: "signing-key".to_owned(),
         secret: Some(SecretVolumeSource {
             secret_name: Some(key.name.clone()),
@@ -573,7 +606,11 @@ fn with_key(container: &mut Container, volumes: &mut Vec<Volume>, key: Option<&S
             ..Default::default()
         }),
         ..Default::default()
-    });
+    }
+}
+
+/// Gives a container the key of [`key_volume`] as the file named by `variable`.
+fn mount_key(container: &mut Container, variable: &str) {
     container.volume_mounts.get_or_insert_with(Vec::new).push(pod::mount("signing-key", KEY_DIR, true));
     container.env.get_or_insert_with(Vec::new).push(pod::env(variable, format!("{KEY_DIR}/key")));
 }
