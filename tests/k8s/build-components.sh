@@ -8,7 +8,8 @@
 #   build-components.sh --full     also kube-controller-manager, kube-scheduler, kwok
 #                                  and Metacontroller (when its source is found)
 #   build-components.sh --node     --full, plus what a real node needs: kubelet,
-#                                  CoreDNS and the pause binary
+#                                  kube-proxy, CoreDNS and the pause binary, and
+#                                  kubectl (the install test runs the README's commands)
 #   build-components.sh --kustomize   only kustomize (also part of the others)
 #   build-components.sh --print-bin-dir   print the bin dir and exit (builds nothing)
 #   build-components.sh --print-metacontroller-src   print the Metacontroller source
@@ -38,7 +39,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "${here}/versions.env"
 
-usage() { sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
+usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; }
 log() { printf 'build-components: %s\n' "$*" >&2; }
 die() { printf 'build-components: ERROR: %s\n' "$*" >&2; exit 1; }
 
@@ -301,7 +302,7 @@ if [[ ${kustomize_only} == 1 ]]; then
 fi
 k8s_components=(kube-apiserver)
 [[ ${full} == 1 ]] && k8s_components+=(kube-controller-manager kube-scheduler)
-[[ ${node} == 1 ]] && k8s_components+=(kubelet)
+[[ ${node} == 1 ]] && k8s_components+=(kubelet kube-proxy kubectl)
 
 if up_to_date etcd "${ETCD_VERSION}"; then
   log "etcd ${ETCD_VERSION} is up to date"

@@ -174,7 +174,8 @@ def make_certs(d: Path) -> None:
         "extendedKeyUsage=serverAuth\n"
         "subjectKeyIdentifier=hash\n"
         "authorityKeyIdentifier=keyid,issuer\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
+        # 10.96.0.1: the `kubernetes` Service, how pods reach it (the install test).
+        "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,"
         "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
     )
     _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",

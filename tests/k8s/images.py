@@ -19,6 +19,9 @@ exactly the references our pod templates name:
   ``prometheus-mysqld-exporter`` binary (installed on this host) and the libraries
   it links, user 65534, as the ``spec.monitoring.exporter.image`` of the real-server
   loop's monitoring scenario; upstream's image holds the same program, newer.
+* ``ghcr.io/metacontroller/metacontroller:<METACONTROLLER_VERSION>``: the static
+  ``metacontroller`` binary built from ``../shared/metacontroller``, for the install
+  test (``tests/k8s/install.py``), which runs Metacontroller in the cluster.
 * ``registry.k8s.io/pause:<PAUSE_VERSION>``: the ``pause`` binary that
   ``build-components.sh --node`` compiles from Kubernetes' own ``pause.c``.
 
@@ -385,6 +388,20 @@ def hook_image(binary: Path, ref: str = HOOK_IMAGE) -> Image:
         "ExposedPorts": {"8080/tcp": {}},
     }}
     return _binary_image(binary, ref, "mysql-hook", "/usr/local/bin/mysql-hook", config, keep_one=True)
+
+
+def metacontroller_image(binary: Path, version: str) -> Image:
+    """ghcr.io/metacontroller/metacontroller:<version> from the static binary that
+    build-components.sh builds from ../shared/metacontroller: /usr/bin/metacontroller,
+    user 65532, as upstream's image. Upstream's is Alpine with ca-certificates; this
+    one has no shell and no CA bundle (in cluster, Metacontroller trusts the API
+    server through its ServiceAccount's ca.crt, and our hooks' CA comes from
+    endpointConfigs)."""
+    config = {"config": {
+        "Env": [PATH_ENV], "Cmd": ["/usr/bin/metacontroller"], "User": "65532:65532",
+    }}
+    return _binary_image(binary, f"ghcr.io/metacontroller/metacontroller:{version}", "metacontroller",
+                         "/usr/bin/metacontroller", config, keep_one=True)
 
 
 EXPORTER_BINARY = Path("/usr/bin/prometheus-mysqld-exporter")

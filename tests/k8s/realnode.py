@@ -54,6 +54,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -68,13 +69,17 @@ CGROUP_FS = Path("/sys/fs/cgroup")
 CLUSTER_DOMAIN = "cluster.local"
 # Kernel settings the kubelet sets at start-up (protectKernelDefaults: false);
 # recorded before and put back afterwards.
+# With kube-proxy (the install test) also forwarding, which Services to pods need.
 KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
-                   "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+                   "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
+                   "net/ipv4/conf/all/route_localnet")
 # The kubelet adds iptables chains and rules (KUBE-FIREWALL jumped to from INPUT and
 # OUTPUT, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, ...). Those with "KUBE-" in them
 # that were not there before the run are removed again.
 IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 NAMESPACE = "k8s.io"
+# The API server's --service-cluster-ip-range (harness.py).
+SERVICE_CIDR = "10.96.0.0/16"
 
 
 def missing_prerequisites() -> list[str]:
@@ -277,13 +282,18 @@ def _remove_new_kube_rules(before: dict[str, list[str]] | None) -> None:
         tool, table = key.split()
         old = set(before.get(key, []))
         new = [l for l in lines if l not in old and "KUBE-" in l]
-        for rule in (l for l in new if l.startswith("-A ")):
+        chains = [l.split()[1] for l in new if l.startswith("-N ")]
+        # Rules in chains that stay (INPUT, POSTROUTING, ...) one by one; the new
+        # chains are flushed, all of them before any is deleted (kube-proxy's
+        # chains jump to each other).
+        for rule in (l for l in new if l.startswith("-A ") and l.split()[1] not in chains):
             _run(tool, "-t", table, "-D", *shlex.split(rule[3:]), check=False)
-        for chain in (l.split()[1] for l in new if l.startswith("-N ")):
+        for chain in chains:
             _run(tool, "-t", table, "-F", chain, check=False)
+        for chain in chains:
             _run(tool, "-t", table, "-X", chain, check=False)
         if new:
-            log(f"removed {len(new)} {tool} {table} rules and chains the kubelet added")
+            log(f"removed {len(new)} {tool} {table} rules and chains the kubelet and kube-proxy added")
 
 
 def _kill(pid: int) -> None:
@@ -388,13 +398,19 @@ class RealNode:
     """One real node (containerd + kubelet + CoreDNS) registered with `k8s`."""
 
     def __init__(self, k8s: Cluster, bin_dir: Path, images: list[Image], name: str = "realnode-0",
-                 volumes: int = 12, volume_size: str = "1Gi"):
+                 volumes: int = 12, volume_size: str = "1Gi", volume_class: str = "",
+                 kube_proxy: bool = False):
         self.k8s = k8s
         self.bin_dir = bin_dir
         self.images = images
         self.name = name
         self.volume_count = volumes
         self.volume_size = volume_size
+        self.volume_class = volume_class
+        # kube-proxy (iptables mode): Services' cluster IPs work in pods, the API
+        # server's too (the `kubernetes` Service). Needs the API server listening on
+        # the bridge's address (see serve_api_server_to_pods).
+        self.kube_proxy = kube_proxy
         self.dir: Path | None = None
         self.procs: dict[str, subprocess.Popen] = {}
         self.argvs: dict[str, list[str]] = {}
@@ -432,7 +448,7 @@ class RealNode:
         missing = missing_prerequisites()
         if missing:
             raise HarnessError("a real node needs: " + "; ".join(missing))
-        for b in ("kubelet", "coredns", "pause"):
+        for b in ("kubelet", "coredns", "pause", *(("kube-proxy",) if self.kube_proxy else ())):
             if not os.access(self.bin_dir / b, os.X_OK):
                 raise HarnessError(f"missing {self.bin_dir / b} (build-components.sh --node builds it)")
         self._stopped = False
@@ -464,6 +480,10 @@ class RealNode:
         self._coredns()
         self._kubelet(run_id)
         self._timed(f"CoreDNS up, kubelet registered Node {self.name} Ready", t0)
+        if self.kube_proxy:
+            t0 = time.monotonic()
+            self._kube_proxy()
+            self._timed("kube-proxy up, the kubernetes Service's rules in place", t0)
         self._volumes()
         self._keeper = threading.Thread(target=self._keep_logs, daemon=True, name="pod-log-keeper")
         self._keeper.start()
@@ -500,7 +520,7 @@ class RealNode:
             self._keeper.join(timeout=10)
         # The kubelet first (nothing restarts containers any more), then CoreDNS and
         # the pods, then containerd; _teardown_dir does the rest.
-        for name in ("kubelet", "coredns"):
+        for name in ("kubelet", "kube-proxy", "coredns"):
             p = self.procs.get(name)
             if p is not None and p.poll() is None:
                 p.terminate()
@@ -604,6 +624,12 @@ class RealNode:
         assert self.dir is not None
         confdir = self.dir / "cni" / "net.d"
         confdir.mkdir(parents=True)
+        ipam_range = {"subnet": self.subnet, "gateway": self.gateway}
+        # With kube-proxy, pods route the Service range through the host (its nat
+        # rules); nothing else leaves the /24, so forwarding stays on this machine.
+        routes = [{"dst": SERVICE_CIDR, "gw": self.gateway}] if self.kube_proxy else []
+        if self.kube_proxy:
+            _sysctl_path("net/ipv4/ip_forward").write_text("1\n")
         conflist = {
             "cniVersion": "0.4.0", "name": self.state["network"],
             "plugins": [
@@ -612,7 +638,7 @@ class RealNode:
                 # only their /24: each other, and CoreDNS on the gateway address.
                 {"type": "bridge", "bridge": bridge, "isGateway": False, "ipMasq": False,
                  "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
-                          "ranges": [[{"subnet": self.subnet, "gateway": self.gateway}]]}},
+                          "ranges": [[ipam_range]], "routes": routes}},
                 {"type": "loopback"},
             ],
         }
@@ -765,6 +791,53 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.k8s.request("PATCH", f"/api/v1/nodes/{self.name}", {"spec": {"taints": None}},
                          content_type="application/merge-patch+json")
 
+    # ------------------------------------------------------------ kube-proxy
+
+    def _kube_proxy(self) -> None:
+        """kube-proxy in iptables mode, masquerading all Service traffic: a pod
+        reaching a Service whose endpoint is on the same bridge gets its answer back
+        through the host (no br_netfilter here). Conntrack and localhost node ports
+        are left alone, so it changes no kernel setting beyond its own chains."""
+        assert self.dir is not None
+        # The `kubernetes` Service's endpoint, as the pods reach it: the API server
+        # on the bridge's address (the harness runs no endpoint reconciler).
+        port = urlsplit(self.k8s.server).port
+        try:
+            socket.create_connection((self.gateway, port), timeout=5).close()
+        except OSError as e:
+            raise HarnessError(f"the API server does not listen on {self.gateway}:{port} ({e}): with kube-proxy, "
+                               "start the Cluster with extra_apiserver_args=['--bind-address=0.0.0.0']") from e
+        self.k8s.apply({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "kubernetes",
+                                    "endpointslice.kubernetes.io/managed-by": "mysql-hook-test"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [self.gateway], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        })
+        metrics, healthz = free_ports(2)
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(self.k8s.kubeconfig)},
+            "hostnameOverride": self.name, "mode": "iptables", "clusterCIDR": self.subnet,
+            "iptables": {"masqueradeAll": True, "localhostNodePorts": False,
+                         "syncPeriod": "30s", "minSyncPeriod": "0s"},
+            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
+                          "tcpCloseWaitTimeout": "0s", "udpTimeout": "0s", "udpStreamTimeout": "0s"},
+            "nodePortAddresses": [f"{self.gateway}/32"],
+            "metricsBindAddress": f"127.0.0.1:{metrics}", "healthzBindAddress": f"127.0.0.1:{healthz}",
+        }
+        (self.dir / "kube-proxy.yaml").write_text(yaml.safe_dump(config))
+        self._spawn("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}",
+                                   "--v=1"])
+
+        def service_rules() -> bool:
+            out = _run("iptables", "-t", "nat", "-S", "KUBE-SERVICES", check=False, quiet=True).stdout
+            return "default/kubernetes:https" in out
+        self._wait("kube-proxy's rules for default/kubernetes", service_rules, 60,
+                   lambda: self.log_tail("kube-proxy", 20))
+
     # --------------------------------------------------------------- volumes
 
     def _volumes(self) -> None:
@@ -779,7 +852,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.k8s.create({"apiVersion": "v1", "kind": "PersistentVolume",
                              "metadata": {"name": f"pv-{i}", "labels": {"mysql-hook-test/volume": str(i)}},
                              "spec": {"capacity": {"storage": self.volume_size}, "accessModes": ["ReadWriteOnce"],
-                                      "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                                      "persistentVolumeReclaimPolicy": "Retain",
+                                      "storageClassName": self.volume_class,
                                       "hostPath": {"path": str(path), "type": "Directory"}}})
         os.chmod(self.dir / "pv", 0o755)
 
