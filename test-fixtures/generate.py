@@ -398,6 +398,16 @@ def failover_scenarios(running, st, live):
         parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
         related(*with_primary_down())))
     write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
+    # The same, but the bootstrap Job completed 5 s ago: the first primary has not
+    # been Ready since before it was the primary, and that is no outage. The grace
+    # period starts at the bootstrap: no failover yet.
+    fresh = copy.deepcopy(live)
+    for job in fresh["Job.batch/v1"].values():
+        if job["metadata"]["labels"].get("mysqlhook.dev/purpose") == "bootstrap":
+            job["status"]["completionTime"] = recent
+            job["status"]["conditions"][0]["lastTransitionTime"] = recent
+    write("sync", "failover-grace-starts-at-bootstrap", request(parent(status=st), fresh,
+                                                                related(*with_primary_down())))
 
     started = response_of("sync", "failover-past-grace")
     if started is None:

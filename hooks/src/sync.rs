@@ -106,6 +106,11 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         memory: &memory,
         rollout_switchover_to: rollout.switchover_to.as_deref(),
         initialized,
+        bootstrapped_at: bootstrap
+            .job()
+            .and_then(|j| observed.job(j.metadata.name.as_deref()?))
+            .and_then(|j| j.status.as_ref()?.completion_time.as_ref())
+            .map(|t| t.0),
         may_start: !request.finalizing,
         now: ctx.now,
     });

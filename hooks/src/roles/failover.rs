@@ -6,7 +6,10 @@
 //! is missing, being deleted, or has no Ready condition yet) it starts at the first
 //! sync that saw it so, recorded in `status.failover.primaryNotReadySince`; when
 //! both exist the earlier wins, so a pod recreated after its deletion does not
-//! restart the grace period. Then, if no other role change is in flight and no
+//! restart the grace period. The clock never starts before the primary took its
+//! role (the bootstrap Job's completion, or the last role change to it): right
+//! after a bootstrap the first primary is not Ready yet, and that is no outage.
+//! Then, if no other role change is in flight and no
 //! backoff after a failed attempt runs, a failover starts when it can promote
 //! someone safely: the old primary's server still runs (a primary that restarted
 //! read-only: the Job fences it and, as the most advanced server, makes it writable
@@ -32,6 +35,11 @@ pub struct Facts<'a> {
     pub forced: bool,
     pub spec: &'a FailoverSpec,
     pub initialized: bool,
+    /// When the primary took its role (bootstrap or the last role change). The
+    /// grace period starts no earlier: a server that was not Ready before it became
+    /// the primary (a fresh pod waiting for its bootstrap, a restarted server the
+    /// failover Job made writable again) gets a whole grace period to turn Ready.
+    pub primary_since: Option<Timestamp>,
     /// The outage recorded so far.
     pub previous: Option<&'a FailoverStatus>,
     /// Why no role change may start now, if one may not.
@@ -114,12 +122,18 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
         (Some(t), None) | (None, Some(t)) => t,
         (None, None) => f.now,
     };
+    let took_role = f.primary_since.filter(|p| *p > since).map(|p| p.min(f.now));
+    let since = took_role.unwrap_or(since);
     let mut status = f.previous.cloned().unwrap_or_default();
     if from_pod.is_none() || recorded.is_some() {
         status.primary_not_ready_since = Some(Time(recorded.unwrap_or(f.now)));
     }
     let at = |t: Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let down = format!("{} {} since {}", f.primary, if member.is_some() { "not Ready" } else { "missing" }, at(since));
+    let state = if member.is_some() { "not Ready" } else { "missing" };
+    let down = match took_role {
+        Some(t) => format!("{} {state} since it became the primary at {}", f.primary, at(t)),
+        None => format!("{} {state} since {}", f.primary, at(since)),
+    };
     let status = (status != FailoverStatus::default()).then_some(status);
     if !f.spec.enabled {
         return idle(

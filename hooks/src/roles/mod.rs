@@ -153,6 +153,9 @@ pub struct Input<'a> {
     pub rollout_switchover_to: Option<&'a str>,
     /// Bootstrap completed in an earlier sync.
     pub initialized: bool,
+    /// When the bootstrap Job completed, if it is still observed: the bootstrapped
+    /// primary has held its role since then (see [`failover::Facts::primary_since`]).
+    pub bootstrapped_at: Option<Timestamp>,
     /// False in finalize: running operations go on, none starts.
     pub may_start: bool,
     /// What the hook remembers (the primary's epoch, the Job counter).
@@ -286,6 +289,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
         forced: input.force_failover.is_some_and(|p| p == r.primary),
         spec: input.failover,
         initialized: input.initialized,
+        primary_since: primary_since(input, &r),
         previous: r.failover.as_ref(),
         blocker: blocker.as_ref(),
         now,
@@ -625,6 +629,16 @@ fn clip(s: &str) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// When the current primary took its role, as far as the cluster shows it: the
+/// last recorded role change that made it the primary, or for the bootstrapped
+/// primary (epoch 0) the bootstrap Job's completion.
+fn primary_since(input: &Input<'_>, r: &Roles) -> Option<Timestamp> {
+    if r.epoch == 0 {
+        return input.bootstrapped_at;
+    }
+    r.role_changes.iter().rev().find(|rc| rc.to == r.primary).map(|rc| rc.time.0)
 }
 
 #[cfg(test)]
