@@ -226,3 +226,49 @@ fn write_termination_log(path: &Path, result: &Value) {
         eprintln!("mysql-hook grow-claims: writing {}: {e}", path.display());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_servers_message_is_what_is_reported() {
+        let status = r#"{"kind":"Status","status":"Failure","message":"persistentvolumeclaims \"x\" is forbidden: only dynamically provisioned pvc can be resized","code":403}"#;
+        assert_eq!(
+            api_message(status),
+            "persistentvolumeclaims \"x\" is forbidden: only dynamically provisioned pvc can be resized"
+        );
+        assert_eq!(api_message("  plain text \n"), "plain text");
+    }
+
+    #[test]
+    fn a_long_result_still_fits_the_termination_log_as_json() {
+        let dir = std::env::temp_dir().join(format!("mysql-hook-grow-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.join("termination-log");
+        let result = json!({"result": "error", "reason": "refused", "message": "x".repeat(10_000)});
+        write_termination_log(&path, &result);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.len() <= TERMINATION_LOG_MAX + 1, "{}", text.len());
+        let back: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back["reason"], "refused");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_size_must_be_a_positive_quantity() {
+        let args = |size: &str| GrowArgs {
+            namespace: "shop".to_owned(),
+            size: size.to_owned(),
+            claims: vec!["data-db-0".to_owned()],
+            server: Some("https://127.0.0.1:1".to_owned()),
+            token_file: PathBuf::from("/nonexistent"),
+            ca_file: PathBuf::from("/nonexistent"),
+            termination_log: PathBuf::new(),
+        };
+        assert!(run(&args("lots")).is_err_and(|e| e.contains("--size lots")));
+        assert!(run(&args("0")).is_err_and(|e| e.contains("must be positive")));
+        // A good size goes on to the token, which is missing here.
+        assert!(run(&args("20Gi")).is_err_and(|e| e.contains("reading the token")));
+    }
+}
