@@ -32,6 +32,11 @@ pub enum Command {
     /// would report, given the live state as `kubectl get -o json` prints it.
     /// Secret values are never printed. Exit status 2: the hook would refuse.
     Plan(crate::plan::PlanArgs),
+    /// Raise the storage request of volume claims to `--size` (never shrink one):
+    /// what the grow Job runs, with the pod's ServiceAccount token, to grow the
+    /// servers' volumes after `spec.storage.size` grew. Exit status 1 when the API
+    /// server refuses a claim (its StorageClass does not allow expansion).
+    GrowClaims(crate::grow::GrowArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -7,6 +7,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod cluster_metrics;
+pub mod grow;
 pub mod metrics;
 pub mod plan;
 pub mod process_metrics;

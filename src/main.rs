@@ -1,4 +1,4 @@
-//! `mysql-hook`: serve the hooks, print the CRDs, install the scripts, or plan.
+//! `mysql-hook`: serve the hooks, print the CRDs, install the scripts, plan, or grow claims.
 
 use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
@@ -30,6 +30,7 @@ fn main() -> ExitCode {
             mysql_hook::install_scripts(&dir).map_err(|e| format!("installing the scripts into {}: {e}", dir.display()))
         }
         Some(Command::Plan(args)) => return mysql_hook::plan::main(&args, &cli.serve),
+        Some(Command::GrowClaims(args)) => return mysql_hook::grow::main(&args),
         Some(Command::Serve) | None => serve(&cli.serve),
     };
     match result {

@@ -66,7 +66,7 @@ const PLACEHOLDER_UID: &str = "00000000-0000-0000-0000-000000000000";
 
 /// `(kind, apiVersion, resource)` of every type the plan handles: the child types
 /// of the CompositeController and what the customize hook may ask for.
-const KINDS: [(&str, &str, &str); 12] = [
+const KINDS: [(&str, &str, &str); 15] = [
     ("StatefulSet", "apps/v1", "statefulsets"),
     ("Service", "v1", "services"),
     ("ConfigMap", "v1", "configmaps"),
@@ -76,6 +76,9 @@ const KINDS: [(&str, &str, &str); 12] = [
     ("Job", "batch/v1", "jobs"),
     ("CronJob", "batch/v1", "cronjobs"),
     ("NetworkPolicy", "networking.k8s.io/v1", "networkpolicies"),
+    ("ServiceAccount", "v1", "serviceaccounts"),
+    ("Role", "rbac.authorization.k8s.io/v1", "roles"),
+    ("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings"),
     ("Pod", "v1", "pods"),
     ("PersistentVolumeClaim", "v1", "persistentvolumeclaims"),
     ("MySQLBackup", "mysqlhook.dev/v1alpha1", "mysqlbackups"),
@@ -807,7 +810,9 @@ pub fn plan(inputs: &Inputs) -> Result<Plan, String> {
     if !inputs.live.is_empty() && live_mysql.is_some() {
         let in_ns = |kind: &str| live.iter().any(|o| kind_of(o) == kind && namespace_of(o) == namespace);
         for (kind, _, _) in &cc.children {
-            if !in_ns(kind) && kind != "Job" && kind != "CronJob" {
+            // Jobs and the grow Job's ServiceAccount, Role and RoleBinding come and go.
+            let transient = ["Job", "CronJob", "ServiceAccount", "Role", "RoleBinding"].contains(&kind.as_str());
+            if !in_ns(kind) && !transient {
                 notes.push(format!(
                     "the live state holds no {kind}: any the hook wants is shown as created (was it left out of `kubectl get`?)"
                 ));

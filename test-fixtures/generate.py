@@ -33,6 +33,9 @@ KEYS = {
     "Job": "Job.batch/v1",
     "CronJob": "CronJob.batch/v1",
     "NetworkPolicy": "NetworkPolicy.networking.k8s.io/v1",
+    "ServiceAccount": "ServiceAccount.v1",
+    "Role": "Role.rbac.authorization.k8s.io/v1",
+    "RoleBinding": "RoleBinding.rbac.authorization.k8s.io/v1",
 }
 
 CONTROLLER = {
@@ -52,6 +55,10 @@ CONTROLLER = {
             {"apiVersion": "batch/v1", "resource": "jobs"},
             {"apiVersion": "batch/v1", "resource": "cronjobs", "updateStrategy": {"method": "InPlace"}},
             {"apiVersion": "networking.k8s.io/v1", "resource": "networkpolicies", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "v1", "resource": "serviceaccounts", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "resource": "roles", "updateStrategy": {"method": "InPlace"}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "resource": "rolebindings",
+             "updateStrategy": {"method": "InPlace"}},
         ],
         "hooks": {
             "sync": {"version": "v2", "webhook": {"url": "http://mysql-hook.mysql-hook/sync"}},
@@ -776,8 +783,10 @@ def main():
     # Issue 18.5: the applications in namespaces web and api may connect.
     write("sync", "network-client-namespaces", request(parent(status=st, network={"clientNamespaces": ["web", "api"]}),
                                                          live, related(*pods([True, True, True]))))
-    write("sync", "storage-change", request(parent(status=st, storage={"size": "20Gi"}), live,
-                                              related(*pods([True, True, True]))))
+    # Issue 17.5: another StorageClass is refused; growth is in storage_scenarios.
+    write("sync", "storage-change", request(parent(status=st, storage={"size": "10Gi", "storageClassName": "fast"}),
+                                              live, related(*pods([True, True, True]))))
+    storage_scenarios(st, live)
     write("sync", "resources-canonical", request(parent(status=st, resources={
         "requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {"memory": "2048Mi"}}), live,
         related(*pods([True, True, True]))))
@@ -846,9 +855,11 @@ def main():
 
 # ---------------------------------------------------------------- safety (issues 14, 20)
 
-def claim(ordinal, owner=None):
+def claim(ordinal, owner=None, request="10Gi", capacity="10Gi", resize_pending=False):
     """A server volume claim, as the StatefulSet controller creates it; `owner`: the
-    StatefulSet that owns it (whenDeleted: Delete), if any."""
+    StatefulSet that owns it (whenDeleted: Delete), if any; `request` and
+    `capacity`: its requested and actual size; `resize_pending`: the volume has
+    grown and waits for the kubelet to grow its file system."""
     meta = {"name": f"data-db-{ordinal}", "namespace": NS, "uid": f"30000000-0000-4000-8000-{ordinal:012d}",
             "labels": {"app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
                        "app.kubernetes.io/component": "database"}}
@@ -856,9 +867,76 @@ def claim(ordinal, owner=None):
         meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner,
                                     "uid": "00000000-0000-4000-8000-000000000009", "controller": True,
                                     "blockOwnerDeletion": True}]
+    status = {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": capacity}}
+    if resize_pending:
+        status["conditions"] = [{"type": "FileSystemResizePending", "status": "True",
+                                 "lastTransitionTime": "2026-11-29T11:59:30Z",
+                                 "message": "Waiting for user to (re-)start a pod to finish file system resize "
+                                            "of volume on node."}]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
-            "status": {"phase": "Bound"}}
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": request}},
+                     "storageClassName": "standard", "volumeMode": "Filesystem",
+                     "volumeName": f"pvc-30000000-0000-4000-8000-{ordinal:012d}"},
+            "status": status}
+
+
+def with_claims(rel, *claims):
+    rel = copy.deepcopy(rel)
+    rel["PersistentVolumeClaim.v1"] = {f"{NS}/{c['metadata']['name']}": c for c in claims}
+    return rel
+
+
+def storage_scenarios(st, live):
+    """Issue 17.5: a bigger spec.storage.size grows the claims through the grow Job;
+    a smaller one is refused."""
+    healthy = related(*pods([True, True, True]))
+    small = [claim(i) for i in range(3)]
+    # 1. The claims are smaller: the ServiceAccount, Role and RoleBinding first.
+    grow = parent(status=st, storage={"size": "20Gi"})
+    write("sync", "storage-grow", request(grow, live, with_claims(healthy, *small)))
+    first = response_of("sync", "storage-grow")
+    if first is None:
+        return
+    extra = [c for c in first["children"] if c["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    with_access = copy.deepcopy(live)
+    for kind, objects in observed(extra).items():
+        with_access[kind].update(objects)
+    # 2. They exist: the Job too.
+    write("sync", "storage-grow-job", request(grow, with_access, with_claims(healthy, *small)))
+    second = response_of("sync", "storage-grow-job")
+    if second is None or not any(c["kind"] == "Job" and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == "grow"
+                                 for c in second["children"]):
+        return
+    job = job_named(second, "grow")
+    grow_job = [c for c in second["children"] if c["kind"] == "Job" and c["metadata"]["name"] == job]
+    # 3. The StorageClass does not allow expansion: the API server refused the patch.
+    refusal = ('{"result":"error","reason":"refused","size":"20Gi","message":"data-db-0: the API server refused '
+               'to raise 10Gi to 20Gi (403): persistentvolumeclaims \\"data-db-0\\" is forbidden: only dynamically '
+               'provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"}')
+    refused = copy.deepcopy(with_access)
+    refused["Job.batch/v1"].update(observed(grow_job, {job: "failed"})["Job.batch/v1"])
+    write("sync", "storage-grow-refused", request(grow, refused, with_claims(
+        related(*pods([True, True, True]), job_pod(job, "grow", refusal, 1)), *small)))
+    # 4. The requests are raised; db-0's file system waits for the kubelet.
+    done_job = copy.deepcopy(with_access)
+    done_job["Job.batch/v1"].update(observed(grow_job, {job: "succeeded"})["Job.batch/v1"])
+    grown_result = ('{"result":"grown","size":"20Gi","message":"data-db-0: request raised from 10Gi to 20Gi; '
+                    'data-db-1: request raised from 10Gi to 20Gi; data-db-2: request raised from 10Gi to 20Gi"}')
+    write("sync", "storage-grow-resizing", request(grow, done_job, with_claims(
+        related(*pods([True, True, True]), job_pod(job, "grow", grown_result)),
+        claim(0, request="20Gi", resize_pending=True), claim(1, request="20Gi"), claim(2, request="20Gi",
+                                                                                      capacity="20Gi"))))
+    # 5. Every claim has grown: the Job goes, and nothing stands.
+    big = [claim(i, request="20Gi", capacity="20Gi") for i in range(3)]
+    write("sync", "storage-grow-done", request(grow, done_job, with_claims(healthy, *big)))
+    # 6. A scale-up after the growth: the new server's claim is made from the
+    # template (10Gi) and grown in turn.
+    write("sync", "storage-grow-scale-up", request(
+        parent(status=st, replicas=4, storage={"size": "20Gi"}), live,
+        with_claims(related(*pods([True, True, True, True])), *big, claim(3))))
+    # A smaller size: refused, nothing changes.
+    write("sync", "storage-shrink-refused", request(parent(status=st, storage={"size": "5Gi"}), live,
+                                                      with_claims(healthy, *small)))
 
 
 def safety_scenarios(running, st, live, deleting):

@@ -40,6 +40,8 @@ fn kubernetes_api_server_accepts_crds_examples_and_fixture_children() {
 
     let status = Command::new("python3")
         .arg("tests/k8s/conformance.py")
+        // The `grow` section runs the real binary's `grow-claims` against the API server.
+        .env("MYSQL_HOOK_BIN", env!("CARGO_BIN_EXE_mysql-hook"))
         .current_dir(root)
         .status()
         .unwrap_or_else(|err| panic!("could not run python3 tests/k8s/conformance.py: {err}"));

@@ -24,7 +24,8 @@
 //! - [`backups`], [`restore`], [`jobs`]: scheduled and final backups, restores,
 //!   and reading what backup and restore Jobs report;
 //! - [`mysqlbackup`]: the `MySQLBackup` controller's hooks;
-//! - [`users`]: application accounts and their password Secrets.
+//! - [`users`]: application accounts and their password Secrets;
+//! - [`grow`]: growing the servers' volume claims to a bigger `spec.storage.size`.
 
 pub mod access;
 pub mod api;
@@ -37,6 +38,7 @@ pub mod cron;
 pub mod customize;
 pub mod error;
 pub mod finalize;
+pub mod grow;
 pub mod jobs;
 pub mod labels;
 pub mod memory;

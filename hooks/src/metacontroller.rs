@@ -15,6 +15,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
     networking::v1::NetworkPolicy,
     policy::v1::PodDisruptionBudget,
+    rbac::v1::{Role, RoleBinding},
 };
 use serde::{Deserialize, Serialize, de::IgnoredAny};
 
@@ -66,6 +67,13 @@ pub struct Children {
     pub cron_jobs: ByKey<CronJob>,
     #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default)]
     pub network_policies: ByKey<NetworkPolicy>,
+    /// The grow Job's ServiceAccount, Role and RoleBinding ([`crate::grow`]).
+    #[serde(rename = "ServiceAccount.v1", default)]
+    pub service_accounts: ByKey<ServiceAccount>,
+    #[serde(rename = "Role.rbac.authorization.k8s.io/v1", default)]
+    pub roles: ByKey<Role>,
+    #[serde(rename = "RoleBinding.rbac.authorization.k8s.io/v1", default)]
+    pub role_bindings: ByKey<RoleBinding>,
 }
 
 /// Related objects requested by [`crate::customize`].
@@ -175,6 +183,9 @@ pub enum Child {
     Job(Box<Job>),
     CronJob(Box<CronJob>),
     NetworkPolicy(Box<NetworkPolicy>),
+    ServiceAccount(Box<ServiceAccount>),
+    Role(Box<Role>),
+    RoleBinding(Box<RoleBinding>),
 }
 
 impl Child {
@@ -191,8 +202,11 @@ impl Child {
             Self::Job(o) => ("Job", name(&o.metadata)),
             Self::NetworkPolicy(o) => ("NetworkPolicy", name(&o.metadata)),
             Self::PodDisruptionBudget(o) => ("PodDisruptionBudget", name(&o.metadata)),
+            Self::Role(o) => ("Role", name(&o.metadata)),
+            Self::RoleBinding(o) => ("RoleBinding", name(&o.metadata)),
             Self::Secret(o) => ("Secret", name(&o.metadata)),
             Self::Service(o) => ("Service", name(&o.metadata)),
+            Self::ServiceAccount(o) => ("ServiceAccount", name(&o.metadata)),
             Self::StatefulSet(o) => ("StatefulSet", name(&o.metadata)),
         }
     }

@@ -44,6 +44,9 @@ pub struct Cluster {
     /// The data volume template; the observed one once the StatefulSet exists,
     /// because it is immutable.
     pub volume: PersistentVolumeClaimSpec,
+    /// `spec.storage.size` when it is above the template's `volume`: the size every
+    /// server's claim grows to ([`crate::grow`]).
+    pub grow_to: Option<Quantity>,
     pub resources: Option<ResourceRequirements>,
     pub my_cnf: String,
     /// Hash of `my_cnf`: a pod template annotation, so a config change rolls pods.
@@ -132,21 +135,37 @@ impl Cluster {
         let running_pod_spec = running.and_then(|s| s.template.spec.as_ref());
         let running_mysqld = running_pod_spec.and_then(|p| p.containers.iter().find(|c| c.name == MYSQLD));
 
-        // Storage: immutable once the StatefulSet exists.
+        // Storage: the volume template is immutable once the StatefulSet exists; a
+        // bigger size grows the claims themselves (see [`crate::grow`]).
         let requested = volume_spec(&spec.storage.size, spec.storage.storage_class_name.as_ref());
         let running_volume = running
             .and_then(|s| s.volume_claim_templates.as_ref())
             .and_then(|t| t.iter().find(|t| t.metadata.name.as_deref() == Some(DATA_VOLUME)))
             .and_then(|t| t.spec.clone());
+        let mut grow_to = None;
         let volume = match (requested, running_volume) {
             (Ok(want), Some(have)) => {
-                if want.resources != have.resources
-                    || (want.storage_class_name.is_some() && want.storage_class_name != have.storage_class_name)
-                {
+                if want.storage_class_name.is_some() && want.storage_class_name != have.storage_class_name {
                     problems.push(Problem {
                         reason: "StorageChangeUnsupported",
-                        message: "spec.storage cannot change after creation (StatefulSet volume templates are immutable); the running volumes are kept".to_owned(),
+                        message: format!(
+                            "spec.storage.storageClassName cannot change after creation (it is {}); the running volumes are kept as they are",
+                            have.storage_class_name.as_deref().unwrap_or("the cluster's default")
+                        ),
                     });
+                } else {
+                    let (want_size, have_size) = (volume_size(&want), volume_size(&have));
+                    match (want_size.map(|q| (quantity::nanos(q), q)), have_size.map(|q| (quantity::nanos(q), q))) {
+                        (Some((Ok(w), wq)), Some((Ok(h), hq))) if w < h => problems.push(Problem {
+                            reason: "StorageShrinkRefused",
+                            message: format!(
+                                "spec.storage.size {} is smaller than the volumes' {}: a volume cannot shrink; the running volumes are kept",
+                                wq.0, hq.0
+                            ),
+                        }),
+                        (Some((Ok(w), wq)), Some((Ok(h), _))) if w > h => grow_to = Some(wq.clone()),
+                        _ => {}
+                    }
                 }
                 have
             }
@@ -346,6 +365,7 @@ impl Cluster {
             version,
             replicas,
             volume,
+            grow_to,
             resources,
             config_hash: short_hash(my_cnf.as_bytes()),
             my_cnf,
@@ -393,6 +413,11 @@ fn runs_operator_account(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
                 && c.env.iter().flatten().any(|e| e.name == crate::build::pod::OPERATOR_PASSWORD_FILE)
         })
     })
+}
+
+/// The requested size of a volume claim spec.
+fn volume_size(v: &PersistentVolumeClaimSpec) -> Option<&Quantity> {
+    v.resources.as_ref()?.requests.as_ref()?.get("storage")
 }
 
 fn volume_spec(

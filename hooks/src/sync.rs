@@ -145,6 +145,9 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     children.extend(users.secrets.iter().map(|s| Child::Secret(Box::new(s.clone()))));
     children.extend(users.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
     children.push(Child::NetworkPolicy(Box::new(network::build(&cluster, request.parent.spec.network.as_ref()))));
+    // A bigger spec.storage.size: the claims grow (the template keeps its size).
+    let grow = crate::grow::plan(&cluster, &observed, &request.related.claims, &request.children);
+    children.extend(grow.children.iter().cloned());
     let observed_cron = |purpose| backups::observed_cron_job(&request.children.cron_jobs, &cluster, purpose);
     if let Some(refusal) = backup_refused {
         problems.push(refusal.into());
@@ -184,13 +187,16 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         rollout.last_switchover_error = Some(why.clone());
     }
     let root_local_only = crate::credentials::root_local_only(&cluster);
-    for v in cluster.tls_verdict.iter().chain(&users.verdict).chain(std::iter::once(&root_local_only)) {
+    for v in
+        cluster.tls_verdict.iter().chain(&users.verdict).chain(&grow.verdict).chain(std::iter::once(&root_local_only))
+    {
         let mut extra = Conditions::new(&previous.conditions, ctx.now);
         extra.set(v.type_, v.status, v.reason, v.message.clone());
         merge_conditions(&mut status.conditions, extra.finish());
     }
     let busy = status.phase != Some(Phase::Running)
         || users.busy
+        || grow.busy
         || matches!(bootstrap, Bootstrap::Running(_))
         || restore.blocks_bootstrap
         || !crate::conditions::is_true(&status.conditions, TEMPLATE_APPLIED);
@@ -216,6 +222,9 @@ pub(crate) fn validate(request: &SyncRequest) -> Result<()> {
     keyed_by_name("PodDisruptionBudget", &c.pod_disruption_budgets)?;
     keyed_by_name("EndpointSlice", &c.endpoint_slices)?;
     keyed_by_name("Job", &c.jobs)?;
+    keyed_by_name("ServiceAccount", &c.service_accounts)?;
+    keyed_by_name("Role", &c.roles)?;
+    keyed_by_name("RoleBinding", &c.role_bindings)?;
     keyed_by_name("Pod", &r.pods)?;
     keyed_by_name("Secret", &r.secrets)?;
     let names = crate::names::Names::new(m.name.as_deref().unwrap_or_default());

@@ -38,12 +38,17 @@ d. every install overlay (metacontroller/ and metacontroller-secure/) as a user
    manifests/metacontroller-crds-v1.yaml of the Metacontroller source tree at
    $MYSQL_HOOK_METACONTROLLER_SRC, ../shared/metacontroller or
    /work/shared/metacontroller; without them this section fails.
+e. volume growth (grow_claims.py): the real `mysql-hook grow-claims` binary, with a
+   token of the ServiceAccount the hook emits bound to the Role it emits, raises a
+   claim of an expandable StorageClass, is refused by the API server for a class
+   without expansion, refuses a shrink without a PATCH, and is forbidden a claim
+   outside the Role's resourceNames (MYSQL_HOOK_BIN names the binary).
 
 Every check prints PASS or FAIL (naming the fixture, the object and the server's
 message); the last line is `conformance: N passed, M failed`. Exit status 0 only
 when nothing failed.
 
-    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures,overlays] [-k TEXT]
+    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures,overlays,grow] [-k TEXT]
 """
 
 from __future__ import annotations
@@ -64,8 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (  # noqa: E402
     BUILD_SCRIPT, REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_yaml_docs, strip_server_fields,
 )
+from grow_claims import check_grow  # noqa: E402
 
-SECTIONS = ("crds", "examples", "invalid", "fixtures", "overlays")
+SECTIONS = ("crds", "examples", "invalid", "fixtures", "overlays", "grow")
 # Fields a child must not carry: Metacontroller wants fresh objects (DESIGN.md §3).
 SERVER_OWNED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp",
                          "managedFields", "deletionTimestamp", "selfLink")
@@ -802,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_fixtures(k8s, args.fixtures_dir, rep, args.name_filter)
             if "overlays" in only:
                 check_overlays(k8s, rep)
+            if "grow" in only:
+                check_grow(k8s, rep)
     except KeyboardInterrupt:
         rep.fail("conformance", "interrupted")
     except SystemExit as e:  # SIGTERM/SIGHUP via the harness, or a missing PyYAML
