@@ -186,6 +186,70 @@ class Install:
             raise HarnessError(f"the application pod ended {phase}")
         say("the application wrote through db-primary and read back through db-replicas with its own users")
 
+    def grow(self) -> None:
+        """A bigger spec.storage.size (issue 17.5): the grow Job's pod, with its own
+        ServiceAccount token, raises every claim's request through the `kubernetes`
+        Service; its RBAC objects go once it has ended. No resizer runs here (the
+        volumes are host directories), so the test then plays the storage system:
+        it sets each volume's and claim's capacity, and the hook reports Grown and
+        drops the Job. The servers must not restart and the primary must not move."""
+        db = self.k8s.get("mysqlhook.dev/v1alpha1", "MySQL", "db", "default")
+        before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in self.pods("default")
+                  if p["metadata"]["name"] in ("db-0", "db-1", "db-2")}
+        primary = db["status"]["primary"]
+        size = "20Gi"
+        claims = [f"data-db-{i}" for i in range(db["spec"]["replicas"])]
+        self.sh(f"kubectl patch mysql db --type=merge -p '{{\"spec\":{{\"storage\":{{\"size\":\"{size}\"}}}}}}'",
+                f"grow the volumes to {size}")
+
+        def requested() -> bool:
+            return all(self.k8s.get("v1", "PersistentVolumeClaim", c, "default")["spec"]["resources"]["requests"]
+                       ["storage"] == size for c in claims)
+        self.wait(f"every claim's request to be {size}", requested, 180)
+        grow_pods = [p for p in self.node.logged_containers("default") if p[0].startswith("db-grow-")]
+        if not grow_pods:
+            raise HarnessError("the claims grew, but no db-grow-* pod ran")
+        for pod, container in grow_pods:
+            print(f"    {pod}/{container}: {self.node.pod_log('default', pod, container, 10)}", flush=True)
+
+        def rbac_gone() -> bool:
+            return all(self.k8s.get_or_none(v, k, "db-grow", "default") is None for v, k in
+                       (("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "Role"),
+                        ("rbac.authorization.k8s.io/v1", "RoleBinding")))
+        self.wait("the grow ServiceAccount, Role and RoleBinding to be deleted", rbac_gone, 120)
+        say(f"the grow Job raised {', '.join(claims)} to {size}; its ServiceAccount, Role and RoleBinding are gone")
+        self.sh("kubectl get mysql db -o jsonpath='{.status.conditions[?(@.type==\"VolumesGrown\")].message}'",
+                "VolumesGrown while the storage system has not grown the volumes")
+        # The storage system's part: the volumes and the claims' capacity.
+        for c in claims:
+            pvc = self.k8s.get("v1", "PersistentVolumeClaim", c, "default")
+            self.k8s.request("PATCH", f"/api/v1/persistentvolumes/{pvc['spec']['volumeName']}",
+                             {"spec": {"capacity": {"storage": size}}},
+                             content_type="application/merge-patch+json")
+            self.k8s.request("PATCH", f"/api/v1/namespaces/default/persistentvolumeclaims/{c}/status",
+                             {"status": {"capacity": {"storage": size}}},
+                             content_type="application/merge-patch+json")
+
+        def grown():
+            st = self.k8s.get("mysqlhook.dev/v1alpha1", "MySQL", "db", "default").get("status") or {}
+            cond = next((c for c in st.get("conditions") or [] if c["type"] == "VolumesGrown"), {})
+            jobs = [j["metadata"]["name"] for j in self.k8s.request(
+                "GET", "/apis/batch/v1/namespaces/default/jobs").get("items", [])
+                if j["metadata"]["name"].startswith("db-grow-")]
+            return cond if cond.get("status") == "True" and not jobs else None
+        cond = self.wait("VolumesGrown True and the grow Job gone", grown, 120)
+        say(f"VolumesGrown {cond['reason']}: {cond['message']}")
+        after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in self.pods("default")
+                 if p["metadata"]["name"] in before}
+        restarts = sum(cs.get("restartCount", 0) for p in self.pods("default") if p["metadata"]["name"] in before
+                       for cs in (p.get("status") or {}).get("containerStatuses") or [])
+        db = self.k8s.get("mysqlhook.dev/v1alpha1", "MySQL", "db", "default")
+        if after != before or restarts or db["status"]["primary"] != primary or db["status"].get("phase") != "Running":
+            raise HarnessError(f"growing the volumes disturbed the servers: pods {before} -> {after}, "
+                               f"{restarts} restarts, primary {primary} -> {db['status'].get('primary')}, "
+                               f"phase {db['status'].get('phase')}")
+        say(f"no server restarted, primary still {primary}, phase Running")
+
     def diagnose(self) -> None:
         """What a user would look at when an install does not come up."""
         try:
@@ -225,7 +289,8 @@ def run(overlay: str, bin_dir: Path, node_images: list, mariadb_ref: str, mc: co
             k8s.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                        "metadata": {"name": "standard",
                                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-                       "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"})
+                       "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
+                       "allowVolumeExpansion": True})
             work = Path(tempfile.mkdtemp(prefix="mysql-hook-install-"))
             try:
                 for d in ("metacontroller", "metacontroller-secure"):
@@ -239,6 +304,8 @@ def run(overlay: str, bin_dir: Path, node_images: list, mariadb_ref: str, mc: co
                     say(f"MySQL db is Running: primary {db['status']['primary']}, "
                         f"{db['status']['readyReplicas']} servers ready")
                     inst.app()
+                    if overlay == "plain":
+                        inst.grow()
                 except BaseException:
                     inst.diagnose()
                     raise
