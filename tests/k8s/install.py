@@ -115,19 +115,7 @@ class Install:
         return p.stdout
 
     def wait(self, what: str, check, timeout: float, interval: float = 2.0):
-        deadline = time.monotonic() + timeout
-        last = ""
-        while True:
-            self.node.procs_ok()
-            try:
-                got = check()
-                if got:
-                    return got
-            except Exception as e:  # noqa: BLE001 - reported on timeout
-                last = f"{type(e).__name__}: {e}"
-            if time.monotonic() > deadline:
-                raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what} {last}")
-            time.sleep(interval)
+        return self.node.wait(what, check, timeout, interval=interval)
 
     def pods(self, namespace: str) -> list[dict]:
         return self.k8s.request("GET", f"/api/v1/namespaces/{namespace}/pods").get("items", [])

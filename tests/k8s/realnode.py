@@ -579,7 +579,10 @@ class RealNode:
             if p.poll() is not None:
                 raise HarnessError(f"{name} exited with status {p.returncode}; last log lines:\n{self.log_tail(name)}")
 
-    def _wait(self, what: str, check: Callable[[], Any], timeout: float, detail: Callable[[], str] = lambda: "") -> Any:
+    def wait(self, what: str, check: Callable[[], Any], timeout: float, detail: Callable[[], str] = lambda: "",
+             interval: float = 0.25) -> Any:
+        """Polls `check` until it returns something true (its value), while the node's
+        daemons run; on timeout, says what was awaited and the last error."""
         deadline = time.monotonic() + timeout
         last = ""
         while True:
@@ -592,7 +595,7 @@ class RealNode:
                 last = f"{type(e).__name__}: {e}"
             if time.monotonic() > deadline:
                 raise HarnessError(f"timed out after {timeout:.0f}s waiting for {what}: {detail() or last}")
-            time.sleep(0.25)
+            time.sleep(interval)
 
     # --------------------------------------------------------------- network
 
@@ -697,7 +700,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
         (d / "containerd.toml").write_text(cfg)
         self._spawn("containerd", ["containerd", "--config", str(d / "containerd.toml"), "--log-level", "info"])
-        self._wait("containerd's socket", lambda: self.ctr("version", check=False).returncode == 0, 60,
+        self.wait("containerd's socket", lambda: self.ctr("version", check=False).returncode == 0, 60,
                    lambda: self.log_tail("containerd", 20))
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -729,7 +732,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
         (self.dir / "Corefile").write_text(corefile)
         self._spawn("coredns", [str(self.bin_dir / "coredns"), "-conf", str(self.dir / "Corefile")])
-        self._wait("CoreDNS to answer kubernetes.default.svc.cluster.local",
+        self.wait("CoreDNS to answer kubernetes.default.svc.cluster.local",
                    lambda: dns_query(self.gateway, f"kubernetes.default.svc.{CLUSTER_DOMAIN}", 1.0), 60,
                    lambda: self.log_tail("coredns", 20))
 
@@ -785,7 +788,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             n = self.k8s.get_or_none("v1", "Node", self.name)
             return bool(n) and any(c.get("type") == "Ready" and c.get("status") == "True"
                                    for c in (n.get("status") or {}).get("conditions") or [])
-        self._wait(f"Node {self.name} to be Ready", ready, 120, lambda: self.log_tail("kubelet", 20))
+        self.wait(f"Node {self.name} to be Ready", ready, 120, lambda: self.log_tail("kubelet", 20))
         # The API server's admission taints a new Node not-ready; the node lifecycle
         # controller (not run: a single node, no evictions wanted) would lift it.
         self.k8s.request("PATCH", f"/api/v1/nodes/{self.name}", {"spec": {"taints": None}},
@@ -835,7 +838,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         def service_rules() -> bool:
             out = _run("iptables", "-t", "nat", "-S", "KUBE-SERVICES", check=False, quiet=True).stdout
             return "default/kubernetes:https" in out
-        self._wait("kube-proxy's rules for default/kubernetes", service_rules, 60,
+        self.wait("kube-proxy's rules for default/kubernetes", service_rules, 60,
                    lambda: self.log_tail("kube-proxy", 20))
 
     # --------------------------------------------------------------- volumes
