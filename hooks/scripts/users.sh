@@ -29,6 +29,10 @@ for u in ${USERS:-}; do
   IFS=: read -r name db access <<< "$u"
   [[ $name =~ ^[a-z][a-z0-9_]{0,31}$ ]] || fail bad-env "user name '$name' is not [a-z][a-z0-9_]{0,31}"
   [[ $db =~ ^[A-Za-z0-9_]{1,64}$ ]] || fail bad-env "database '$db' of $name is not [A-Za-z0-9_]{1,64}"
+  # A system schema in any spelling: with lower_case_table_names `MySQL` is `mysql`.
+  case ${db,,} in mysql|sys|information_schema|performance_schema|_mysqlhook)
+    fail bad-env "database '$db' of $name is a system schema" ;;
+  esac
   case $access in rw|ro) ;; *) fail bad-env "access '$access' of $name is not rw or ro" ;; esac
   [ -r "$USERS_DIR/$name" ] || fail bad-env "no password file $USERS_DIR/$name"
   WANT[$name]="$db:$access"
@@ -48,15 +52,18 @@ user_sql() {
   IFS= read -r -d '' pw < "$USERS_DIR/$name" || true
   pw=${pw%$'\n'}
   [ -n "$pw" ] || fail bad-env "the password of $name is empty"
-  local q u
+  local q u pattern
   u="'$name'@'%'"
+  # In GRANT ... ON `db`.* the name is a pattern: `_` and `%` are wildcards
+  # (`my_ql` would match `mysql`), so a literal `_` is granted as `\_`.
+  pattern=${db//_/\\_}
   q="CREATE DATABASE IF NOT EXISTS \`$db\`;"
   q+="CREATE USER IF NOT EXISTS $u IDENTIFIED BY $(sql_quote "$pw");"
   q+="ALTER USER $u IDENTIFIED BY $(sql_quote "$pw");"
   q+="REVOKE ALL PRIVILEGES, GRANT OPTION FROM $u;"
   case $access in
-    rw) q+="GRANT ALL PRIVILEGES ON \`$db\`.* TO $u;" ;;
-    ro) q+="GRANT SELECT, SHOW VIEW ON \`$db\`.* TO $u;" ;;
+    rw) q+="GRANT ALL PRIVILEGES ON \`$pattern\`.* TO $u;" ;;
+    ro) q+="GRANT SELECT, SHOW VIEW ON \`$pattern\`.* TO $u;" ;;
   esac
   q+="INSERT IGNORE INTO _mysqlhook.users (name) VALUES ($(sql_quote "$name"));"
   printf '%s' "$q"

@@ -215,9 +215,11 @@ pub struct UserSpec {
     #[schemars(regex(pattern = r"^[a-z][a-z0-9_]{0,31}$"))]
     #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysqlhook', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
     pub name: String,
-    /// The database it uses (created if missing).
+    /// The database it uses (created if missing), and the only one it is granted:
+    /// a `_` is granted as itself, not as a wildcard. Not a system schema in any
+    /// spelling (`MySQL` is `mysql` where names are case-insensitive).
     #[schemars(regex(pattern = r"^[A-Za-z0-9_]{1,64}$"))]
-    #[x_kube(validation = Rule::new("!(self in ['mysql', 'sys', 'information_schema', 'performance_schema', '_mysqlhook'])").message("a user's database may not be a system schema"))]
+    #[x_kube(validation = Rule::new("!(self.lowerAscii() in ['mysql', 'sys', 'information_schema', 'performance_schema', '_mysqlhook'])").message("a user's database may not be a system schema"))]
     pub database: String,
     /// `ReadWrite` (default: every privilege on the database) or `ReadOnly`
     /// (SELECT and SHOW VIEW); a read-only user's Secret names the `-replicas`

@@ -137,7 +137,6 @@ const ALLOWED_BOTH: &[&str] = &[
     "ft_max_word_len",
     "ft_min_word_len",
     "lc_time_names",
-    "lower_case_table_names",
     "optimizer_prune_level",
     "optimizer_search_depth",
     "optimizer_switch",
@@ -363,6 +362,8 @@ mod tests {
             "plugin-innodb-buffer-pool-size",
             "max_conn",
             "local_infile",
+            "lower_case_table_names",
+            "loose-lower-case-table-names",
         ]
         .into_iter()
         .map(|k| (k.to_owned(), "1".to_owned()))
@@ -374,6 +375,8 @@ mod tests {
                 "init_file",
                 "local_infile",
                 "loose-gtid_mode",
+                "loose-lower-case-table-names",
+                "lower_case_table_names",
                 "max_conn",
                 "plugin-innodb-buffer-pool-size",
                 "plugin_load_add",

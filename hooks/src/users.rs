@@ -53,6 +53,49 @@ pub const PURPOSE: &str = "users";
 const PASSWORDS_DIR: &str = "/etc/mysql-hook-users";
 const PASSWORD_KEY: &str = "password";
 
+/// The schemas no application account is granted, compared case-insensitively:
+/// where names are case-insensitive (`lower_case_table_names`, or a server on a
+/// case-insensitive file system) `MySQL` is `mysql`. The CRD's rule on
+/// `spec.users[].database` lists the same names.
+pub const SYSTEM_SCHEMAS: &[&str] = &["mysql", "sys", "information_schema", "performance_schema", "_mysqlhook"];
+
+/// Accounts of the server's and of the hook's own, which no application user may
+/// be. The CRD's rule on `spec.users[].name` lists the same names.
+pub const RESERVED_ACCOUNTS: &[&str] = &[
+    "root",
+    "repl",
+    "exporter",
+    "mysqlhook",
+    "mysql",
+    "mariadb.sys",
+    "mysql.sys",
+    "mysql.session",
+    "mysql.infoschema",
+];
+
+/// Why a declared user cannot be made, if it cannot: the CRD's rules, checked
+/// again here because a request may come from an older CRD (or none), and a
+/// database name reaches a GRANT.
+#[must_use]
+pub fn refusal(u: &UserSpec) -> Option<String> {
+    let name_ok = u.name.len() <= 32
+        && u.name.starts_with(|c: char| c.is_ascii_lowercase())
+        && u.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    let database_ok =
+        (1..=64).contains(&u.database.len()) && u.database.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name_ok {
+        Some(format!("user {:?}: the name must match [a-z][a-z0-9_]{{0,31}}", u.name))
+    } else if RESERVED_ACCOUNTS.contains(&u.name.as_str()) {
+        Some(format!("user {}: the name is one of the server's or the hook's own accounts", u.name))
+    } else if !database_ok {
+        Some(format!("user {}: database {:?} must match [A-Za-z0-9_]{{1,64}}", u.name, u.database))
+    } else if SYSTEM_SCHEMAS.iter().any(|s| s.eq_ignore_ascii_case(&u.database)) {
+        Some(format!("user {}: database {} is a system schema", u.name, u.database))
+    } else {
+        None
+    }
+}
+
 /// The users a cluster has: the declared ones, or the two defaults.
 #[must_use]
 pub fn declared(parent: &MySQL) -> Vec<UserSpec> {
@@ -114,6 +157,15 @@ pub fn plan(
     let users = declared(parent);
     let verdict = |status, reason, message: String| Some(Verdict { type_: USERS_READY, status, reason, message });
     let mut out = Users::default();
+    let refused: Vec<String> = users.iter().filter_map(refusal).collect();
+    if !refused.is_empty() {
+        out.verdict = verdict(
+            false,
+            "InvalidUser",
+            format!("{}; no user is changed until the declaration is fixed", refused.join("; ")),
+        );
+        return keep_running(out, observed);
+    }
     let mut sources = Vec::new();
     for u in &users {
         match &u.password_secret {
@@ -315,4 +367,57 @@ fn users_job(c: &Cluster, users: &[UserSpec], sources: &[Source<'_>], name: &str
         }
     }
     job
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    use super::*;
+
+    fn user(name: &str, database: &str) -> UserSpec {
+        UserSpec {
+            name: name.to_owned(),
+            database: database.to_owned(),
+            access: UserAccess::ReadWrite,
+            password_secret: None,
+        }
+    }
+
+    #[test]
+    fn system_schemas_are_refused_in_any_spelling() {
+        for db in ["mysql", "MySQL", "MYSQL", "sys", "SyS", "Information_Schema", "PERFORMANCE_SCHEMA", "_MySQLHook"] {
+            let why = refusal(&user("app", db)).unwrap_or_default();
+            assert!(why.contains("system schema"), "{db}: {why:?}");
+        }
+    }
+
+    #[test]
+    fn names_with_underscores_are_ordinary_databases() {
+        // Granted literally (the users Job escapes `_`), so they are allowed.
+        for db in ["my_ql", "_____", "my_q_", "app_data", "mysqlx", "sys2"] {
+            assert_eq!(refusal(&user("app", db)), None, "{db}");
+        }
+    }
+
+    #[test]
+    fn what_the_crd_refuses_is_refused_here_too() {
+        for (name, db) in
+            [("repl", "shop"), ("mysqlhook", "shop"), ("App", "shop"), ("app", "my%ql"), ("app", ""), ("app", "a-b")]
+        {
+            assert!(refusal(&user(name, db)).is_some(), "{name} {db}");
+        }
+        assert_eq!(refusal(&user("app", &"d".repeat(64))), None);
+        assert!(refusal(&user("app", &"d".repeat(65))).is_some());
+    }
+
+    /// The CRD's CEL rules name exactly the lists the hook checks, and the
+    /// database rule compares lower-cased.
+    #[test]
+    fn the_crd_rules_list_the_same_names() {
+        let crd = serde_json::to_string(&MySQL::crd()).unwrap_or_default();
+        let quoted = |names: &[&str]| names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
+        assert!(crd.contains(&format!("!(self.lowerAscii() in [{}])", quoted(SYSTEM_SCHEMAS))), "database rule");
+        assert!(crd.contains(&format!("!(self in [{}])", quoted(RESERVED_ACCOUNTS))), "name rule");
+    }
 }

@@ -88,3 +88,73 @@ def test_users_refuses_names_it_did_not_check(cluster):
     d = passwords(c, **{"x": "pw"})
     r = c.run("users.sh", PRIMARY="db-0", USERS="x';DROP:shop:rw", USERS_DIR=d)
     assert r.rc != 0 and r.json["reason"] == "bad-env", r
+
+
+# Database names that, were they GRANT patterns (`_` and `%` are wildcards in
+# `GRANT ... ON db.*`), would match a system schema: mysql, sys, _mysqlhook,
+# performance_schema, information_schema.
+WILDCARD_SPELLINGS = ["my_ql", "_____", "m____", "mysq_", "_ysql", "s_s", "___", "sy_",
+                      "_mysqlhoo_", "__________", "performance_schem_", "information_schem_"]
+
+# What an application account must never do, each a statement that needs a
+# privilege on a system schema.
+SYSTEM_ACCESS = [
+    "SELECT COUNT(*) FROM mysql.user",
+    "SELECT COUNT(*) FROM mysql.global_priv",
+    "SET PASSWORD FOR 'mysqlhook'@'%' = PASSWORD('pwned')",
+    "UPDATE mysql.global_priv SET priv = '{}' WHERE user = 'repl'",
+    "SELECT COUNT(*) FROM _mysqlhook.users",
+    "INSERT INTO _mysqlhook.users (name) VALUES ('x')",
+    "SELECT COUNT(*) FROM sys.sys_config",
+    "SELECT COUNT(*) FROM performance_schema.threads",
+    "CREATE TABLE mysql.x (n INT)",
+]
+
+
+def test_a_database_name_is_not_a_pattern(cluster):
+    """Issue 30.1: `database: my_ql` once granted the `mysql` schema, and the
+    account reset the operator's password.  Every spelling that would match a
+    system schema as a pattern gets its own database only."""
+    c = cluster
+    c.bootstrap()
+    users = {f"u{i}": db for i, db in enumerate(WILDCARD_SPELLINGS)}
+    d = passwords(c, **{u: f"pw-{u}" for u in users})
+    declared = " ".join(f"{u}:{db}:{'rw' if i % 2 == 0 else 'ro'}" for i, (u, db) in enumerate(users.items()))
+    r = c.run("users.sh", PRIMARY="db-0", USERS=declared, USERS_DIR=d)
+    assert r.rc == 0 and r.json["result"] == "users-applied", r
+    allowed = []
+    for u, db in users.items():
+        # Its own database exists and is its own.
+        assert login(c, "db-0", u, f"pw-{u}", f"SELECT COUNT(*) FROM information_schema.schemata "
+                     f"WHERE schema_name = '{db}'") == [["1"]], (u, db)
+        for q in SYSTEM_ACCESS:
+            try:
+                login(c, "db-0", u, f"pw-{u}", q)
+                allowed.append(f"{u} ({db}): {q}: succeeded")
+            except subprocess.CalledProcessError as e:
+                # Refused for want of a privilege, not for any other reason
+                # (a missing table would make the check hollow).
+                if "denied" not in e.stderr:
+                    allowed.append(f"{u} ({db}): {q}: not an access error: {e.stderr.strip()}")
+    assert not allowed, "application accounts reached system schemas:\n" + "\n".join(allowed)
+    # The operator account still logs in with its own password.
+    assert c["db-0"].value("SELECT CURRENT_USER()") == "mysqlhook@%"
+    REPORT.append(f"users.sh: {len(users)} wildcard spellings x {len(SYSTEM_ACCESS)} system-schema "
+                  "statements: every one refused")
+
+
+def test_a_system_schema_in_another_case_is_refused(world):
+    """Issue 30.1: where names are case-insensitive (lower_case_table_names=1),
+    `MySQL` is `mysql`.  users.sh refuses it before touching the server, and
+    the hook and the CRD refuse it before that."""
+    c = Cluster(world, "lctn", extra_cnf="lower_case_table_names = 1\n")
+    try:
+        c.bootstrap()
+        assert c["db-0"].value("SELECT @@lower_case_table_names") == "1"
+        for db in ("MySQL", "SYS", "Performance_Schema", "_MySQLHook", "INFORMATION_SCHEMA"):
+            d = passwords(c, spy="pw-spy")
+            r = c.run("users.sh", PRIMARY="db-0", USERS=f"spy:{db}:ro", USERS_DIR=d)
+            assert r.rc != 0 and r.json["reason"] == "bad-env" and "system schema" in r.json["message"], r
+            assert "spy" not in {row[0] for row in c["db-0"].query("SELECT user FROM mysql.user")}
+    finally:
+        c.close()
