@@ -1166,6 +1166,9 @@ def backup_scenarios(running, st, live, deleting):
                                                 live, ready3))
     write("sync", "binlog-archive-s3", request(parent(status=st, backup=dict(S3_BACKUP, binlogSchedule="*/5 * * * *")),
                                                live, with_s3_secret(ready3)))
+    # Issue 30.2: with a signing key, the archive's retention believes only signed backups.
+    write("sync", "binlog-archive-signed", request(parent(status=st, backup=dict(signed, binlogSchedule="*/5 * * * *")),
+                                                   live, with_signing_key(ready3)))
     write("sync", "binlog-archive-invalid-schedule", request(
         parent(status=st, backup=dict(PVC_BACKUP, binlogSchedule="*/5 61 * * *")), live, ready3))
     arch = response_of("sync", "binlog-archive-pvc")

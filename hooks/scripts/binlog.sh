@@ -81,9 +81,16 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
   for d in "$root"/*/; do
     d=${d%/}
     [ -s "$d/result.json" ] && [ -r "$d/OWNER" ] && [ -r "$d/POSITIONS" ] || continue
+    # With the cluster's signing key, only what it signed counts (issue 30.2):
+    # the SIGNATURE over SHA256SUMS, and OWNER and POSITIONS as listed there.
+    if [ -n "${ARCHIVE_VERIFY_KEY_FILE:-}" ]; then
+      signature_ok "$d" "$ARCHIVE_VERIFY_KEY_FILE" &&
+        ( cd "$d" && sha256sum -c --quiet --ignore-missing SHA256SUMS ) >&2 || {
+        log "$d is not signed by the cluster's key: not counted for retention"; continue; }
+    fi
     IFS= read -r owner < "$d/OWNER" || true
     [ "$owner" = "$RETENTION_OWNER" ] || continue
-    read_positions "$d" || continue
+    read_positions "$d" || fail corrupt "${POS_ERR:-$d/POSITIONS is unreadable}"
     if [ -z "$oldest_t" ] || (( POS_PITR_FROM < oldest_t )); then oldest_t=$POS_PITR_FROM oldest=$POS_DUMP_GTID; fi
   done
   if [ -n "$oldest_t" ]; then
@@ -107,6 +114,7 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
       mapfile -t starts < <(cd "$idir" && for s in *.start; do [ -f "$s" ] && printf '%s\n' "$s"; done | sort)
       for ((i = 0; i + 1 < ${#starts[@]}; i++)); do
         next=$(<"$idir/${starts[i + 1]}")
+        gtid_text_ok "$next" || fail corrupt "$idir/${starts[i + 1]} is not a GTID text"
         gtid_within "$next" "$oldest" || break
         f=${starts[i]%.start}
         # The .start stays while the primary still has the file (it marks the

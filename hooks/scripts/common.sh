@@ -741,6 +741,25 @@ gtid_ge() {
   esac
 }
 
+# --- values read from stores, files and servers (issue 30.2) ------------------
+# bash evaluates a variable's text inside (( )), $(( )) and array subscripts as
+# an expression, and `BASH_VERSINFO[$(cmd)0]` there runs cmd.  So no value read
+# from a backup store, a file or a server reaches them before one of these has
+# accepted its whole text: numbers are decimal digits, a GTID text is exactly
+# the flavor's grammar (no whitespace; readers strip it first).  Anything else
+# is refused by the reader as `corrupt`.  Pure.
+UINT_RE='^[0-9]{1,18}$'
+MDB_GTID_RE='[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,19}'
+MYSQL_GTID_RE='[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(:([A-Za-z_][A-Za-z0-9_]{0,31}|[0-9]{1,19}(-[0-9]{1,19})?))+'
+uint_ok() { [[ $1 =~ $UINT_RE ]]; }
+# gtid_text_ok TEXT: TEXT is a GTID set (MySQL) or GTID list (MariaDB), or empty.
+gtid_text_ok() {
+  case $FLAVOR in
+    mariadb) [[ $1 =~ ^($MDB_GTID_RE(,$MDB_GTID_RE)*)?$ ]] ;;
+    mysql)   [[ $1 =~ ^($MYSQL_GTID_RE(,$MYSQL_GTID_RE)*)?$ ]] ;;
+  esac
+}
+
 # --- MySQL GTID sets (bash only) -----------------------------------------------
 # Text format (RM 19.1.3.1): entries "uuid:interval[:interval]..." joined by
 # commas, an interval "n" or "n-m"; MySQL 8.4 adds tags, "uuid:tag:interval..."
@@ -849,13 +868,17 @@ mysql_gtid_subtract() {
 # --- MariaDB GTID list helpers (bash only) ----------------------------------
 # A position/state is "d-s-n,d-s-n,...".
 # csv_items STRING: the non-empty comma separated items, whitespace removed,
-# into the global array CSV.
+# into the global array CSV.  Every GTID function reads its input through here,
+# so a text that is not a GTID set or list of the flavor ends the script
+# (`corrupt`) before any of it reaches arithmetic; readers check it first and
+# name where it came from.
 csv_items() {
   local -a raw=()
   local x
   CSV=()
   IFS=, read -r -a raw <<< "${1//[[:space:]]/}" || true
   for x in "${raw[@]}"; do [ -n "$x" ] && CSV+=("$x"); done
+  gtid_text_ok "$(IFS=,; printf '%s' "${CSV[*]}")" || fail corrupt "not a GTID text: '${1:0:200}'"
   return 0
 }
 mdb_pos_max() {   # per domain, the GTID with the larger seq_no (union of positions)
@@ -1377,13 +1400,18 @@ dump_cat() {
     *) cat -- "$1" ;;
   esac
 }
-# dump_gtid FILE: the GTID position recorded in a dump's header.
+# dump_gtid FILE: the GTID position recorded in a dump's header; returns 1
+# when it is not a GTID text of the flavor (gtid_text_ok).
 dump_gtid() {
   local line collecting=0 g=""
   while IFS= read -r line; do
     case $FLAVOR in
       mariadb)
-        if [[ $line =~ gtid_slave_pos=\'([^\']*)\' ]]; then printf '%s' "${BASH_REMATCH[1]}"; return 0; fi ;;
+        if [[ $line =~ gtid_slave_pos=\'([^\']*)\' ]]; then
+          g=${BASH_REMATCH[1]//[[:space:]]/}
+          gtid_text_ok "$g" || return 1
+          printf '%s' "$g"; return 0
+        fi ;;
       mysql)
         # SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ 'uuid:1-5,\nuuid:1-3';
         if [[ $line == *GTID_PURGED=* ]]; then collecting=1; line=${line#*GTID_PURGED=}; line=${line#*\*/}; fi
@@ -1391,6 +1419,7 @@ dump_gtid() {
           g+=$line
           if [[ $line == *\;* ]]; then
             g=${g%%;*}; g=${g//\'/}; g=${g//[[:space:]]/}
+            gtid_text_ok "$g" || return 1
             printf '%s' "$g"; return 0
           fi
         fi ;;
@@ -1672,7 +1701,7 @@ binlog_number() {
 #   has several, and mariadb-binlog folds them one per line ("Gtid list
 #   [0-2-781,", "# 0-1-1828,", "# 0-3-1830]").
 binlog_start_state() {
-  local line out="" prev=0
+  local line out="" prev=0 found=0
   while IFS= read -r line; do
     case $FLAVOR in
       mariadb)
@@ -1682,17 +1711,20 @@ binlog_start_state() {
         elif [[ $line =~ Gtid\ list\ \[(.*)$ ]]; then
           out=${BASH_REMATCH[1]} prev=1
         fi
-        if (( prev )) && [[ $out == *']'* ]]; then out=${out%%]*}; printf '%s' "${out//[[:space:]]/}"; return 0; fi ;;
+        if (( prev )) && [[ $out == *']'* ]]; then out=${out%%]*} found=1; break; fi ;;
       mysql)
         if [[ $line == *Previous-GTIDs* ]]; then prev=1; continue; fi
         if (( prev )); then
-          [[ $line == '# at '* || $line != '# '* ]] && { printf '%s' "${out//[[:space:]]/}"; return 0; }
+          [[ $line == '# at '* || $line != '# '* ]] && { found=1; break; }
           out+=${line#\# }
         fi ;;
     esac
   done < <("$BINLOG" --stop-position=4096 "$1" 2>/dev/null)
-  [ "$FLAVOR" = mysql ] && (( prev )) && { printf '%s' "${out//[[:space:]]/}"; return 0; }
-  return 1
+  [ "$FLAVOR" = mysql ] && found=$prev
+  (( found )) || return 1
+  out=${out//[[:space:]]/}
+  gtid_text_ok "$out" || return 1
+  printf '%s' "$out"
 }
 # sql_binlog_start_state POD FILE: binlog_start_state of FILE, read on POD.
 # MySQL: SHOW BINLOG EVENTS (RM 15.7.7.3), the Previous_gtids event's Info.
@@ -1703,9 +1735,13 @@ sql_binlog_start_state() {
   while IFS= read -r line; do
     IFS=$'\t' read -r -a ev <<< "$line"
     case ${ev[2]:-} in
-      Gtid_list) line=${ev[5]:-}; line=${line#[}; printf '%s' "${line%]}"; return 0 ;;
-      Previous_gtids) line=${ev[5]:-}; printf '%s' "${line//[[:space:]]/}"; return 0 ;;
+      Gtid_list) line=${ev[5]:-}; line=${line#[}; line=${line%]} ;;
+      Previous_gtids) line=${ev[5]:-} ;;
+      *) continue ;;
     esac
+    line=${line//[[:space:]]/}
+    gtid_text_ok "$line" || return 1
+    printf '%s' "$line"; return 0
   done < <(sql "$pod" "SHOW BINLOG EVENTS IN $(sql_quote "$f") LIMIT 4")
   return 1
 }
@@ -1732,10 +1768,12 @@ gtid_within() {
 epoch_of() { TZ=UTC date -d "$1" +%s; }
 utc_of() { TZ=UTC date -d "@$1" '+%Y-%m-%d %H:%M:%S'; }
 # read_positions DIR: POS_<key> variables from DIR/POSITIONS ("key value"
-# lines, written by backup.sh); returns 1 when the file is missing.
+# lines, written by backup.sh); returns 1 when the file is missing, 2 (with
+# POS_ERR) when a value is not a number or a GTID text (gtid_text_ok): the
+# store's content is never trusted.
 read_positions() {
   local k v
-  POS_DUMP_GTID="" POS_PITR_FROM="" POS_BINLOGS_UNTIL="" POS_BINLOGS_GTID=""
+  POS_DUMP_GTID="" POS_PITR_FROM="" POS_BINLOGS_UNTIL="" POS_BINLOGS_GTID="" POS_ERR=""
   [ -r "$1/POSITIONS" ] || return 1
   while read -r k v; do
     case $k in
@@ -1745,6 +1783,11 @@ read_positions() {
       binlogs-gtid) POS_BINLOGS_GTID=$v ;;
     esac
   done < "$1/POSITIONS"
+  uint_ok "$POS_PITR_FROM" && { [ -z "$POS_BINLOGS_UNTIL" ] || uint_ok "$POS_BINLOGS_UNTIL"; } &&
+    gtid_text_ok "$POS_DUMP_GTID" && gtid_text_ok "$POS_BINLOGS_GTID" && return 0
+  POS_ERR="$1/POSITIONS is corrupt: a position is not a number or a GTID text"
+  POS_DUMP_GTID="" POS_PITR_FROM="" POS_BINLOGS_UNTIL="" POS_BINLOGS_GTID=""
+  return 2
 }
 # binlog_continuity DUMP_GTID FILE...: the files (sorted by name) continue the
 # dump at DUMP_GTID without a hole: the first began at or before the dump's

@@ -96,12 +96,14 @@ fi
 
 # A point in time must be provably inside what the dump and the binary logs
 # hold: checked before anything is loaded.
-g=$(dump_gtid "$dump")
+g=$(dump_gtid "$dump") || fail corrupt "the GTID position in the header of $dump is not a GTID text"
 files=()
 if [ -n "$until" ]; then
   t_until=$(epoch_of "$until")
-  read_positions "$from" ||
+  if ! read_positions "$from"; then
+    [ -z "$POS_ERR" ] || fail corrupt "$POS_ERR"
     fail cannot-prove "$from has no POSITIONS (written by an older mysql-hook): the dump's time is unknown, a point in time cannot be proven; restore it without pointInTime"
+  fi
   pitr_from=$POS_PITR_FROM
   (( t_until >= pitr_from )) ||
     fail before-backup "$from holds transactions up to $(utc_of $((pitr_from - 1))) UTC, later than $until: restore an older backup, with binlogsFrom naming this one"
@@ -140,6 +142,7 @@ if [ -n "$until" ]; then
   if (( ${#files[@]} == 0 )); then
     berr=""
     if ! read_positions "$binfrom"; then
+      [ -z "$POS_ERR" ] || fail corrupt "$POS_ERR"
       berr="$binfrom has no POSITIONS (written by an older mysql-hook): how far its binary logs reach is unknown"
     elif (( t_until > POS_BINLOGS_UNTIL )); then
       berr="the binary logs of $binfrom reach $(utc_of "$POS_BINLOGS_UNTIL") UTC; the transactions from then up to $until are in no backup: restore with binlogsFrom naming a later backup"

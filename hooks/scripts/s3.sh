@@ -152,11 +152,13 @@ case ${1:-} in
   archive-pull)
     # Before binlog.sh: what it reads of the store -- the archive's sidecars
     # (*.start, *.until) and the backups' OWNER, result.json and POSITIONS
-    # (for retention) -- never the archived files themselves.
+    # (for retention), with SHA256SUMS and SIGNATURE to check them by -- never
+    # the archived files themselves.
     bucket_ok
     mkdir -p "$STAGING/_binlog"
     s3 s3 cp --recursive --only-show-errors --exclude '*' --include '_binlog/*.start' --include '_binlog/*.until' \
-      --include '*/OWNER' --include '*/result.json' --include '*/POSITIONS' "$base/" "$STAGING/" 2>"$ERR" ||
+      --include '*/OWNER' --include '*/result.json' --include '*/POSITIONS' \
+      --include '*/SHA256SUMS' --include '*/SIGNATURE' "$base/" "$STAGING/" 2>"$ERR" ||
       fail download-failed "reading $base/: $(cause)"
     ;;
   archive-push)

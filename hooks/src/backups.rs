@@ -87,6 +87,7 @@ pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed:
         labels: pod_labels(c, BINLOG),
         retention_owner: scheduled_owner(c),
         work_volume_size: spec.work_volume_size.clone(),
+        signing_key: spec.signing_key.as_ref(),
     };
     Some(backup::cron_job(&c.names.cron_job(BINLOG), schedule, c, &pod.labels, backup::archive_job_spec(&pod)))
 }

@@ -661,3 +661,111 @@ def test_binlog_archive(cluster, world, request):
                   f"files; run took {a3.seconds:.1f}s; failover followed ({a3.json['identity']} -> "
                   f"{a4.json['identity']}); pruned {a5.json['pruned']} after the oldest backup moved; "
                   f"recovery point = the CronJob interval + {max(a.seconds for a in (a3, a4, a5)):.1f}s")
+
+
+# ------------------------------------------------------------ 30.2
+
+def reseal(d: Path):
+    """Recompute a backup folder's SHA256SUMS, as anyone who can write the store
+    can: checksums prove nothing about who wrote the files."""
+    listed = [ln.split()[1] for ln in (d / "SHA256SUMS").read_text().splitlines()]
+    (d / "SHA256SUMS").write_text("".join(f"{hashlib.sha256((d / f).read_bytes()).hexdigest()}  {f}\n"
+                                          for f in listed))
+
+
+def payload(mark: Path) -> str:
+    """A value that runs a command wherever bash evaluates it as arithmetic."""
+    return f"BASH_VERSINFO[$(touch${{IFS}}{mark})0]"
+
+
+def test_store_values_never_run_as_code(cluster, world, request):
+    """Issue 30.2: numbers and GTID texts from a backup's POSITIONS and its dump
+    header once reached bash arithmetic in restore.sh, which ran a planted
+    command in the restore Job pod.  Every such value is refused (`corrupt`)
+    before anything is loaded, and nothing runs."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    root = bdir_of(cluster)
+    insert(p, 1, 11, "A")
+    cluster.wait_synced(p)
+    backup(cluster, root, "good", PRIMARY="db-0", BACKUP_COMPRESSION="none")
+    import shutil
+    until = fmt(next_second())
+    tgt = fresh(world, "poison")
+    try:
+        cases = []
+        for key in ("pitr-from", "binlogs-until", "dump-gtid", "binlogs-gtid"):
+            cases.append(("POSITIONS " + key, key))
+        cases.append(("dump header", None))
+        for i, (what, key) in enumerate(cases):
+            d = root / f"poison-{i}"
+            shutil.copytree(root / "good", d)
+            mark = world.root / f"PWNED-{i}"
+            if key:
+                lines = (d / "POSITIONS").read_text().splitlines()
+                (d / "POSITIONS").write_text("".join(
+                    (f"{key} {payload(mark)}" if ln.split(" ", 1)[0] == key else ln) + "\n" for ln in lines))
+            else:
+                dump = (d / "dump.sql").read_text()
+                g = p.value("SELECT @@gtid_binlog_pos")
+                assert f"gtid_slave_pos='{g}'" in dump
+                (d / "dump.sql").write_text(dump.replace(f"gtid_slave_pos='{g}'",
+                                                         f"gtid_slave_pos='0-1-{payload(mark)}'"))
+            reseal(d)
+            r = restore(world, tgt, d, RESTORE_STEP="check", RESTORE_UNTIL=until)
+            assert not mark.exists(), f"{what}: the planted command ran"
+            assert r.rc != 0 and r.json["reason"] == "corrupt", (what, r)
+        assert is_empty(tgt)
+    finally:
+        tgt.kill()
+    REPORT.append(f"restore.sh: {len(cases)} planted values (POSITIONS keys, dump header) refused as corrupt; "
+                  "no command ran")
+
+
+def test_archive_store_values_never_run_as_code(cluster, world, request):
+    """Issue 30.2: the archive Job read the backups' POSITIONS (of folders whose
+    OWNER, a public string, it matches) and the archive's .start files into bash
+    arithmetic.  A planted value is refused and nothing runs; with the cluster's
+    signing key, an unsigned folder does not count at all."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    root = bdir_of(cluster)
+    adir = root / "_binlog"
+    owner = "scheduled ns/db uid-1"
+    insert(p, 1, 11, "A")
+    cluster.wait_synced(p)
+    backup(cluster, root, "base", PRIMARY="db-0", BACKUP_OWNER=owner)
+    insert(p, 11, 21, "B")
+    first = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, RETENTION_OWNER=owner)
+    assert first.rc == 0, first
+    # A planted backup folder of the same OWNER.
+    mark = world.root / "PWNED-positions"
+    planted = root / "x"
+    planted.mkdir()
+    (planted / "OWNER").write_text(owner + "\n")
+    (planted / "result.json").write_text('{"result":"backed-up"}\n')
+    (planted / "POSITIONS").write_text(f"dump-gtid 0-1-1\npitr-from {payload(mark)}\n"
+                                       "binlogs-until 1\nbinlogs-gtid 0-1-1\n")
+    r = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, RETENTION_OWNER=owner)
+    assert not mark.exists(), "a planted POSITIONS ran a command in the archive Job"
+    assert r.rc != 0 and r.json["reason"] == "corrupt", r
+    # With the signing key, the unsigned folder is not even read.
+    key = world.root / "signing-key"
+    key.write_text("k3y")
+    r = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, RETENTION_OWNER=owner,
+                    ARCHIVE_VERIFY_KEY_FILE=key)
+    assert not mark.exists() and r.rc == 0 and r.json["result"] == "archived", r
+    assert "not signed by the cluster's key" in r.stderr
+    import shutil
+    shutil.rmtree(planted)
+    # A planted .start in the archive.
+    insert(p, 21, 31, "C")
+    assert cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir).rc == 0
+    ident = next(d for d in adir.iterdir() if d.is_dir())
+    starts = sorted(ident.glob("*.start"))
+    assert len(starts) >= 2, starts
+    mark2 = world.root / "PWNED-start"
+    starts[1].write_text(payload(mark2))
+    r = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, RETENTION_OWNER=owner)
+    assert not mark2.exists(), "a planted .start ran a command in the archive Job"
+    assert r.rc != 0 and r.json["reason"] == "corrupt", r

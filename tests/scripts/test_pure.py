@@ -212,6 +212,52 @@ def test_mariadb_gtid_lists():
     assert out("mariadb", 'gtid_subtract "0-1-20,0-9-21" "0-1-20"') == "0-9-21"
 
 
+# ------------------------------------------------------------ values from stores (30.2)
+
+POISON = "BASH_VERSINFO[$(touch${IFS}%s)0]"
+
+
+@BOTH
+def test_gtid_functions_refuse_text_that_is_not_a_gtid(flavor, tmp_path):
+    """Issue 30.2: a value that bash would evaluate (and so run a command
+    from) is refused as `corrupt` by every GTID function, never evaluated."""
+    calls = ["gtid_within", "gtid_subset", "gtid_contains", "gtid_ge", "gtid_subtract", "gtid_own_errant"]
+    calls += (["mysql_gtid_subset", "mysql_gtid_subtract", "mysql_gtid_union"] if flavor == "mysql" else
+              ["mdb_pos_ge", "mdb_state_subset", "mdb_pos_max", "mdb_state_max"])
+    good = f"{U1}:1-5" if flavor == "mysql" else "0-1-5"
+    for i, call in enumerate(calls):
+        mark = tmp_path / f"mark-{i}"
+        bad = ("0-1-" if flavor == "mariadb" else f"{U1}:1-") + POISON % mark
+        # through the environment: the test's own script text must not expand it
+        for args in ('"$BAD" "$GOOD" 1', '"$GOOD" "$BAD" 1'):
+            r = sh(flavor, f"{call} {args}; echo never", BAD=bad, GOOD=good)
+            assert not mark.exists(), f"{call} {args}: the command ran"
+            # The script ends; its result says `corrupt` (a refusal inside a
+            # command substitution ends the script as it returns).
+            assert r.returncode != 0 and "never" not in r.stdout, (call, r)
+            lines = r.stdout.splitlines()
+            assert not lines or json.loads(lines[-1])["reason"] == "corrupt", (call, r)
+
+
+@BOTH
+def test_read_positions_takes_numbers_and_gtids_only(flavor, tmp_path):
+    good = f"{U1}:1-5" if flavor == "mysql" else "0-1-5"
+    ok_text = f"dump-gtid {good}\npitr-from 1700000000\nbinlogs-until 1700000100\nbinlogs-gtid {good}\n"
+    (tmp_path / "POSITIONS").write_text(ok_text)
+    assert out(flavor, f'read_positions "{tmp_path}"; echo "$POS_PITR_FROM $POS_BINLOGS_GTID"').strip() \
+        == f"1700000000 {good}"
+    mark = tmp_path / "mark"
+    for bad in (POISON % mark, "1+1", "0x10", "-1", "1 2", "", "1" * 19):
+        for key in ("pitr-from", "binlogs-until", "dump-gtid", "binlogs-gtid"):
+            lines = [ln if not ln.startswith(key + " ") else f"{key} {bad}" for ln in ok_text.splitlines()]
+            (tmp_path / "POSITIONS").write_text("\n".join(lines) + "\n")
+            rc = out(flavor, f'read_positions "{tmp_path}" && echo 0 || echo $?').strip()
+            # an empty GTID text (an empty server) and no binlogs-until are valid
+            want = "0" if bad == "" and key != "pitr-from" else "2"
+            assert rc == want, (key, bad, rc)
+    assert not mark.exists()
+
+
 # ------------------------------------------------------------ candidates, errant
 
 @BOTH

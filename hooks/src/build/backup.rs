@@ -346,6 +346,9 @@ pub struct ArchivePod<'a> {
     pub retention_owner: String,
     /// Size limit of the S3 staging volume.
     pub work_volume_size: Option<Quantity>,
+    /// The cluster's signing key (`spec.backup.signingKey`): with it, retention
+    /// believes only the `POSITIONS` of backups signed with it.
+    pub signing_key: Option<&'a SecretKeyRef>,
 }
 
 /// The Job spec of a binary log archive run. A mounted store: `binlog.sh` writes
@@ -375,11 +378,13 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
         (Some(pvc), _) => {
             let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
             env.extend([pod::env("ARCHIVE_DIR", format!("{dir}/{ARCHIVE}")), pod::env("BACKUP_ROOT", dir)]);
-            let container = Container {
+            let mut container = Container {
                 volume_mounts: Some(mounts(pod::mount("backups", PVC_MOUNT, false))),
                 ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
             };
-            (vec![], container, vec![claim_volume(&pvc.claim_name, false)])
+            let mut volumes = vec![claim_volume(&pvc.claim_name, false)];
+            with_key(&mut container, &mut volumes, a.signing_key, "ARCHIVE_VERIFY_KEY_FILE");
+            (vec![], container, volumes)
         }
         (None, Some(s3)) => {
             env.extend([
@@ -387,14 +392,16 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
                 pod::env("ARCHIVE_REMOTE", "true"),
                 pod::env("BACKUP_ROOT", STAGING),
             ]);
-            let archive = Container {
+            let mut archive = Container {
                 volume_mounts: Some(mounts(pod::mount("staging", STAGING, false))),
                 ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
             };
+            let mut volumes = vec![staging_volume(c, a.work_volume_size.as_ref())];
+            with_key(&mut archive, &mut volumes, a.signing_key, "ARCHIVE_VERIFY_KEY_FILE");
             (
                 vec![uploader(s3, "pull", "archive-pull", s3_env(s3)), archive],
                 uploader(s3, "push", "archive-push", s3_env(s3)),
-                vec![staging_volume(c, a.work_volume_size.as_ref())],
+                volumes,
             )
         }
         (None, None) => unreachable_storage(c),
