@@ -61,11 +61,12 @@ pub struct ServeArgs {
     pub scripts_image: String,
 
     /// Image repositories (`registry.example.com/db/mysql`, any tag or digest) that a
-    /// `MySQL`'s `spec.image` and an S3 backup store's `image` may name, comma
-    /// separated. Anyone who may create a `MySQL` chooses these images, and they run
-    /// with the database's credentials: list only images you trust. The default
-    /// images (`mysql`, `mariadb`, `amazon/aws-cli`) are always allowed. Empty (the
-    /// default): no overrides.
+    /// `MySQL`'s `spec.image`, its `spec.monitoring.exporter.image` and an S3 backup
+    /// store's `image` may name, comma separated. Anyone who may create a `MySQL`
+    /// chooses these images, and they run with the database's credentials: list only
+    /// images you trust. The default images (`mysql`, `mariadb`, `amazon/aws-cli`,
+    /// `quay.io/prometheus/mysqld-exporter`) are always allowed. Empty (the default):
+    /// no overrides.
     #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_IMAGES", value_delimiter = ',')]
     pub allowed_images: Vec<String>,
 

@@ -221,6 +221,21 @@ fn images_off_the_installers_list_are_refused() {
     assert_eq!(condition(&got, "SpecAccepted")["reason"], "ImageNotAllowed");
     s3["parent"]["spec"]["backup"]["storage"]["s3"]["image"] = json!("registry.example.com/tools/aws-cli:2.30.1");
     assert!(!children(&answer("sync", &s3), "CronJob").is_empty());
+
+    // The exporter sidecar (issue 30.4): it sits in every server pod, beside the
+    // socket, with the exporter account.
+    let mut exporter = fixture("sync", "monitoring-enabled");
+    exporter["parent"]["spec"]["monitoring"]["exporter"]["image"] = json!("evil.example.com/x:1");
+    let got = answer("sync", &exporter);
+    let images: Vec<String> = containers(&got).iter().filter_map(|c| c["image"].as_str().map(str::to_owned)).collect();
+    assert!(images.iter().any(|i| i.starts_with("quay.io/prometheus/mysqld-exporter")), "{images:?}");
+    assert!(!images.iter().any(|i| i.starts_with("evil.")), "{images:?}");
+    let c = condition(&got, "SpecAccepted");
+    assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("ImageNotAllowed")));
+    assert!(c["message"].as_str().is_some_and(|m| m.contains("spec.monitoring.exporter.image")), "{c}");
+    exporter["parent"]["spec"]["monitoring"]["exporter"]["image"] = json!("registry.example/mysqld-exporter:v0.21.0");
+    let got = answer("sync", &exporter);
+    assert!(containers(&got).iter().any(|c| c["image"] == "registry.example/mysqld-exporter:v0.21.0"));
 }
 
 #[test]

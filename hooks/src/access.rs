@@ -35,7 +35,7 @@ use crate::{
     api::{BackupStorage, MySQL, SecretKeyRef},
     build::backup::DEFAULT_UPLOADER_IMAGE,
     metacontroller::{ByKey, LabelSelector, RelatedResourceRule},
-    model::{Cluster, MYSQLD, Problem},
+    model::{Cluster, DEFAULT_EXPORTER_IMAGE, EXPORTER, MYSQLD, Problem},
     observed::Observed,
     version::Version,
 };
@@ -153,6 +153,29 @@ pub fn resolve(
             ),
         });
         cluster.image = fallback;
+    }
+    // The exporter sidecar joins every server pod, next to mysqld's socket and with
+    // the exporter account: its image is held to the same list (issue 30.4).
+    if let Some(exporter) = cluster.exporter.as_mut()
+        && !image_allowed(&exporter.image, DEFAULT_EXPORTER_IMAGE, &ctx.allowed_images)
+    {
+        let running = observed
+            .stateful_set
+            .and_then(|s| s.spec.template.spec.as_ref())
+            .and_then(|p| p.containers.iter().find(|c| c.name == EXPORTER))
+            .and_then(|c| c.image.clone())
+            .filter(|i| image_allowed(i, DEFAULT_EXPORTER_IMAGE, &ctx.allowed_images));
+        let fallback = running.unwrap_or_else(|| DEFAULT_EXPORTER_IMAGE.to_owned());
+        problems.push(Problem {
+            reason: "ImageNotAllowed",
+            message: format!(
+                "spec.monitoring.exporter.image {} is not allowed: the hook's --allowed-images lists {} (besides {}); running {fallback}",
+                exporter.image,
+                allowed_list(&ctx.allowed_images),
+                repository(DEFAULT_EXPORTER_IMAGE)
+            ),
+        });
+        exporter.image = fallback;
     }
     (cluster, problems)
 }

@@ -22,7 +22,8 @@ pub fn entropy() -> [u8; 32] {
 }
 
 /// The image repositories the fixtures are answered with (`--allowed-images`).
-pub const FIXTURE_ALLOWED_IMAGES: &[&str] = &["registry.example.com/db/mysql", "registry.example.com/tools/aws-cli"];
+pub const FIXTURE_ALLOWED_IMAGES: &[&str] =
+    &["registry.example.com/db/mysql", "registry.example.com/tools/aws-cli", "registry.example/mysqld-exporter"];
 
 pub fn allowed_images() -> Vec<String> {
     FIXTURE_ALLOWED_IMAGES.iter().map(|s| (*s).to_owned()).collect()
