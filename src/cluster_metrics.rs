@@ -476,7 +476,7 @@ impl Collector for ClusterMetrics {
             e,
             &clusters,
             "cluster_primary_ready",
-            "1 when the pod status.primary names is Ready (a Ready primary is writable: probe.sh)",
+            "1 when the pod status.primary names is Ready (a Ready primary is writable: the readiness probe)",
             |t| Some(flag(t.snapshot.primary_ready)),
         )?;
         family(

@@ -21,19 +21,25 @@ pub mod tls;
 pub const DEFAULT_SCRIPTS_IMAGE: &str = concat!("ghcr.io/mysql-hook/mysql-hook:", env!("CARGO_PKG_VERSION"));
 
 /// Writes every embedded script into `dir` (created if missing), readable and
-/// executable by all. The first init container of every pod runs this; a restarted
-/// init container runs it again over its own read-only files, so each file is
-/// written beside its place and renamed over it (which needs only the directory
-/// to be writable).
+/// executable by all, and a copy of the agent (`mysql-hook-agent`, found beside
+/// this binary: in the image, and in cargo's target directory). The first init
+/// container of every pod runs this; a restarted init container runs it again over
+/// its own read-only files, so each file is written beside its place and renamed
+/// over it (which needs only the directory to be writable).
 ///
 /// # Errors
-/// If the directory or a file cannot be written.
+/// If the directory or a file cannot be written, or the agent is not beside this
+/// binary (a pod without it could not run its commands).
 pub fn install_scripts(dir: &std::path::Path) -> std::io::Result<()> {
     use std::{fs, os::unix::fs::PermissionsExt as _};
     fs::create_dir_all(dir)?;
-    for (name, text) in hooks::scripts::SCRIPTS {
+    let agent_path = std::env::current_exe()?.with_file_name(hooks::scripts::AGENT);
+    let agent = fs::read(&agent_path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("the agent {}: {e}", agent_path.display())))?;
+    let files = hooks::scripts::SCRIPTS.iter().map(|(name, text)| (*name, text.as_bytes()));
+    for (name, bytes) in files.chain([(hooks::scripts::AGENT, agent.as_slice())]) {
         let partial = dir.join(format!(".{name}.partial"));
-        fs::write(&partial, text)?;
+        fs::write(&partial, bytes)?;
         fs::set_permissions(&partial, fs::Permissions::from_mode(0o555))?;
         fs::rename(&partial, dir.join(name))?;
     }

@@ -543,6 +543,10 @@ def monitoring_scenarios(st, live):
                        "resources": {"requests": {"cpu": "0.02", "memory": "64Mi"}, "limits": {"memory": "0.125Gi"}}}}
     write("sync", "monitoring-enabled", request(parent(status=st, monitoring=on), live,
                                                 related(*pods([True, True, True]))))
+    # Issue 30.4: the sidecar's image is held to --allowed-images like spec.image.
+    evil = {"exporter": {"enabled": True, "image": "evil.example.com/x:1"}}
+    write("sync", "exporter-image-not-allowed", request(parent(status=st, monitoring=evil), live,
+                                                        related(*pods([True, True, True]))))
     enabled = response_of("sync", "monitoring-enabled")
     if enabled is not None:
         secret = next(c for c in enabled["children"] if c["kind"] == "Secret" and c["metadata"]["name"] == "db-exporter")

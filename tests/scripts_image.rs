@@ -8,8 +8,9 @@ use std::{
     process::Command,
 };
 
-/// The binary writes every embedded script, byte for byte, readable and executable
-/// by all, and a second run (a restarted init container) succeeds over the first.
+/// The binary writes every embedded script, byte for byte, and the agent, readable
+/// and executable by all, and a second run (a restarted init container) succeeds
+/// over the first.
 #[test]
 fn install_scripts_writes_every_script_and_can_run_again() {
     let dir = std::env::temp_dir().join(format!("mysql-hook-install-{}", std::process::id()));
@@ -28,11 +29,19 @@ fn install_scripts_writes_every_script_and_can_run_again() {
         let mode = fs::metadata(&path).map(|m| m.permissions().mode() & 0o777).unwrap_or_default();
         assert_eq!(mode, 0o555, "{name}: mode {mode:o}");
     }
+    // The agent, copied from beside the binary (cargo builds it there).
+    let agent = Path::new(env!("CARGO_BIN_EXE_mysql-hook")).with_file_name(hooks::scripts::AGENT);
+    assert_eq!(fs::read(dir.join(hooks::scripts::AGENT)).ok(), fs::read(&agent).ok(), "the agent, byte for byte");
+    let mode =
+        fs::metadata(dir.join(hooks::scripts::AGENT)).map(|m| m.permissions().mode() & 0o777).unwrap_or_default();
+    assert_eq!(mode, 0o555, "the agent: mode {mode:o}");
     let mut names: Vec<String> =
         fs::read_dir(&dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into()).collect();
     names.sort();
-    let want: Vec<String> = hooks::scripts::SCRIPTS.iter().map(|(n, _)| (*n).to_owned()).collect();
-    assert_eq!(names, want, "nothing but the scripts (no partial files) is left");
+    let mut want: Vec<String> = hooks::scripts::SCRIPTS.iter().map(|(n, _)| (*n).to_owned()).collect();
+    want.push(hooks::scripts::AGENT.to_owned());
+    want.sort();
+    assert_eq!(names, want, "nothing but the scripts and the agent (no partial files) is left");
     let _ = fs::remove_dir_all(&dir);
 }
 

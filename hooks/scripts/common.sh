@@ -157,7 +157,7 @@ parse_pods
 [[ $SEMISYNC_ACKS =~ ^[1-9][0-9]*$ ]] || fail bad-env "SEMISYNC_ACKS '$SEMISYNC_ACKS' must be a positive number"
 # recorded_primary: the primary the hook recorded, the first line of
 # $PRIMARY_FILE (the ConfigMap key that follows role changes) without
-# whitespace, else $PRIMARY ("" when neither says).  probe.sh, which does not
+# whitespace, else $PRIMARY ("" when neither says).  the probes, which do not
 # source this file, has its own first_line.
 recorded_primary() {
   local v=""
@@ -198,7 +198,7 @@ load_secret REPLICATION_PASSWORD
 # The operator account (issue 18.5): OPERATOR_USER@'%' with OPERATOR_PASSWORD
 # (the credentials Secret's key operator-password) is the only account the
 # scripts use over the network; root is root@'localhost', the socket of each
-# server's own pod (init.sh, probe.sh, operator-user.sh).  Without
+# server's own pod (init.sh, the probes, operator-user.sh).  Without
 # OPERATOR_PASSWORD (a Secret made before the key existed) the scripts log in as
 # root over TCP, as they always did.
 OPERATOR_USER=mysqlhook

@@ -1,5 +1,5 @@
 #!/bin/bash
-# exporter-user.sh -- one shot, run by agent.sh on the pod of the primary when
+# exporter-user.sh -- one shot, run by the agent sidecar on the pod of the primary when
 # the pod has a mysqld_exporter sidecar (EXPORTER_PASSWORD set).  Makes sure the
 # account 'exporter'@'localhost' logs in with EXPORTER_PASSWORD and holds only
 # what mysqld_exporter's default collectors need:

@@ -21,7 +21,7 @@
 # A replica whose receiver is stopped first applies its relay log (waiting
 # applying-relay-log while that takes longer than JOIN_APPLY_WAIT).
 # With REBUILD_MARKER set, rebuild-needed also writes that file (why, one line),
-# which probe.sh readiness then fails on, so a diverged server serves no reads;
+# which the readiness probe then fails on, so a diverged server serves no reads;
 # joined, already-replica and is-primary remove it.
 # "Could be the most advanced": a server whose executed and received
 # transactions contain every transaction of the primary.  It is never rebuilt

@@ -1,5 +1,5 @@
 #!/bin/bash
-# operator-user.sh -- one shot, run by agent.sh on the pod of the primary when
+# operator-user.sh -- one shot, run by the agent sidecar on the pod of the primary when
 # the pod has the operator account's password (OPERATOR_PASSWORD_FILE, the
 # credentials Secret's key operator-password; issue 18.5).  Makes sure that:
 #   - 'mysqlhook'@'%' logs in with OPERATOR_PASSWORD and holds every privilege

@@ -42,7 +42,7 @@
 # gtid_executed.  Unverified (no MySQL 8 server in CI).
 #
 # While it runs, SEED_MARKER (a file on the pod's /tmp) holds
-# "<donor> <start time>": probe.sh readiness fails with "seeding", so the
+# "<donor> <start time>": the readiness probe fails with "seeding", so the
 # server serves no reads and the hook counts it out of the failover candidates.
 # Exit 0 seeded (or nothing to copy), 1 error.
 SCRIPT_NAME=seed

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tls-reload.sh -- run by agent.sh (spec.tls): makes the server load the
+# tls-reload.sh -- run by the agent sidecar (spec.tls): makes the server load the
 # certificate, key and CA now in TLS_DIR.  The server reads them once, at start;
 # cert-manager renews a certificate well before it expires and the kubelet then
 # replaces the mounted files, but without this the server would go on presenting

@@ -97,7 +97,7 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool, recorded: b
     let request = JobRequest {
         purpose: memory::BOOTSTRAP,
         suffix: short_hash(c.uid.as_bytes())[..5].to_owned(),
-        script: "bootstrap.sh",
+        program: job::Program::Script("bootstrap.sh"),
         env: vec![
             env("PRIMARY", c.primary.as_str()),
             env("SEMISYNC_ACKS", crate::roles::acknowledgements(c.flavor, c.replicas).max(1).to_string()),

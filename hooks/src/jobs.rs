@@ -12,7 +12,6 @@ use k8s_openapi::{
     api::{batch::v1::Job, core::v1::Pod},
     jiff::Timestamp,
 };
-use serde::Deserialize;
 
 use crate::observed::{JobState, Observed};
 
@@ -22,59 +21,10 @@ pub fn seconds(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// The fields of a script result line the hook reads.
-#[derive(Deserialize, Debug, Clone, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct ScriptResult {
-    #[serde(default)]
-    pub result: String,
-    /// The pod a failover or switchover promoted (or bootstrap chose).
-    pub primary: Option<String>,
-    /// In an error result: the pod a role change had already made writable before
-    /// it failed. The hook follows a promotion whatever failed after it.
-    pub promoted: Option<String>,
-    pub location: Option<String>,
-    pub bytes: Option<i64>,
-    /// Binary log files: copied by a backup, to replay in a restore.
-    pub binlogs: Option<i64>,
-    /// How long a step took (a restore's load).
-    pub seconds: Option<i64>,
-    pub source: Option<String>,
-    pub gtid: Option<String>,
-    /// A backup's checksum (SHA-256 of its `SHA256SUMS`).
-    pub sha256: Option<String>,
-    pub finished_at: Option<String>,
-    /// A backup restored into a throwaway server before it counted (`verify.sh`).
-    pub verified: Option<bool>,
-    pub verified_tables: Option<i64>,
-    /// A binary log archive run: every transaction before this time is archived.
-    pub until: Option<String>,
-    pub reason: Option<String>,
-    pub message: Option<String>,
-}
-
-impl ScriptResult {
-    /// A result line, or the raw text (a log tail) as the message.
-    #[must_use]
-    pub fn parse(text: &str) -> Self {
-        serde_json::from_str(text.trim()).unwrap_or_else(|_| Self {
-            result: "error".to_owned(),
-            message: Some(text.trim().to_owned()),
-            ..Self::default()
-        })
-    }
-
-    /// `reason: message`, for conditions.
-    #[must_use]
-    pub fn explain(&self) -> String {
-        match (&self.reason, &self.message) {
-            (Some(r), Some(m)) => format!("{r}: {m}"),
-            (Some(r), None) => r.clone(),
-            (None, Some(m)) => m.clone(),
-            (None, None) => self.result.clone(),
-        }
-    }
-}
+/// What a script or an agent command reports: the type the agent writes its
+/// line with ([`protocol::Report`]), so writer and reader cannot drift; a line of
+/// the scripts of an earlier release reads the same.
+pub type ScriptResult = protocol::Report;
 
 /// How one pod of a Job ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,7 +48,7 @@ pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
 pub const PRIMARY_KEY: &str = "primary";
 /// The key of the config ConfigMap that lists the members (`name=host:port ...`).
 pub const PODS_KEY: &str = "pods";
-/// The key of the config ConfigMap with `spec.replication.maxLagSeconds` (probe.sh).
+/// The key of the config ConfigMap with `spec.replication.maxLagSeconds` (the readiness probe).
 pub const MAX_LAG_KEY: &str = "maxLagSeconds";
 /// The key of the config ConfigMap with `spec.replication.rebuildErrant` (join.sh).
 pub const REBUILD_ERRANT_KEY: &str = "rebuildErrant";

@@ -16,6 +16,11 @@ include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 /// Where the scripts are installed in every pod (an emptyDir).
 pub const DIR: &str = "/opt/mysql-hook";
 
+/// The agent's binary: beside the hook's in its image, and installed beside the
+/// scripts in every pod (the same `install-scripts`). A static build, so it runs
+/// in any server image whatever its C library.
+pub const AGENT: &str = "mysql-hook-agent";
+
 /// Where the config ConfigMap (option file, current primary) is mounted.
 pub const CONFIG_DIR: &str = "/etc/mysql-hook";
 

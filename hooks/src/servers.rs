@@ -152,7 +152,7 @@ fn build(c: &Cluster, name: &str) -> Job {
         &job::JobRequest {
             purpose: INSPECT,
             suffix,
-            script: "inspect.sh",
+            program: job::Program::Script("inspect.sh"),
             env: vec![pod::env("PRIMARY", c.primary.clone())],
         },
     );

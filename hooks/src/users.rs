@@ -10,7 +10,7 @@
 //! `spec.users` the cluster has `app` (read-write) and `app_ro` (read-only) on the
 //! database `app`; `spec.users: []` declares none.
 //!
-//! The Job `<name>-users-<hash>` (`users.sh`) makes the accounts on the primary
+//! The Job `<name>-users-<hash>` (`mysql-hook-agent users`) makes the accounts on the primary
 //! exactly as declared, idempotently: creates what is missing, sets passwords and
 //! grants, drops the accounts it made that are no longer declared (it keeps a list
 //! of them in the `_mysqlhook` schema, never touching other accounts). The hash
@@ -343,7 +343,7 @@ fn users_job(c: &Cluster, users: &[UserSpec], sources: &[Source<'_>], name: &str
     let request = JobRequest {
         purpose: PURPOSE,
         suffix: String::new(),
-        script: "users.sh",
+        program: job::Program::Agent("users"),
         env: vec![
             pod::env("PRIMARY", c.primary.as_str()),
             pod::env("USERS", list),

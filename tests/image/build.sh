@@ -124,6 +124,8 @@ want_rust=${build_base#rust:}
 want_rust=${want_rust%-bookworm}
 [[ ${rust_version} == "${want_rust}" || ${rust_version} == "${want_rust}".* ]] ||
   die "the Dockerfile builds with ${build_base}, but this machine's rustc is ${rust_version}: install that toolchain (rustup toolchain install ${want_rust}) and make it the default"
+[[ -d ${sysroot}/lib/rustlib/x86_64-unknown-linux-musl ]] ||
+  die "the Dockerfile builds the agent for x86_64-unknown-linux-musl, which this machine's toolchain lacks: rustup target add x86_64-unknown-linux-musl"
 
 # The recipe of each stand-in: this section of the script, the toolchain, the sources.
 recipe_of() { # name
@@ -131,7 +133,8 @@ recipe_of() { # name
     sed -n '/^# --- stand-in recipes ---$/,/^# --- end of stand-in recipes ---$/p' "${BASH_SOURCE[0]}"
     echo "$1"
     cat "${sources}"
-    if [[ $1 == build ]]; then rustc -vV; fi
+    # the toolchain, and the targets installed (the agent is built for musl)
+    if [[ $1 == build ]]; then rustc -vV; ls "${sysroot}/lib/rustlib"; fi
   } | sha256sum | cut -c1-16
 }
 label=io.mysql-hook.stand-in-recipe

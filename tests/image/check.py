@@ -187,7 +187,25 @@ def check_files(runner: Runner, rep: list[str]) -> None:
     if present:
         raise CheckFailed(f"the runtime image has {present}: a shell or package manager the distroless base has not")
     size = binary.stat().st_size
-    rep.append(f"PASS  image files: /usr/local/bin/mysql-hook ({size / 1e6:.1f} MB), no shell, no package manager")
+    agent = root / "usr/local/bin/mysql-hook-agent"
+    if not (agent.is_file() and os.access(agent, os.X_OK)):
+        raise CheckFailed("no executable /usr/local/bin/mysql-hook-agent in the image")
+    if elf_interpreter(agent.read_bytes()):
+        raise CheckFailed("/usr/local/bin/mysql-hook-agent is dynamically linked: it must run in any server image")
+    rep.append(f"PASS  image files: /usr/local/bin/mysql-hook ({size / 1e6:.1f} MB), the agent "
+               f"/usr/local/bin/mysql-hook-agent ({agent.stat().st_size / 1e6:.1f} MB, static), no shell, "
+               "no package manager")
+
+
+def elf_interpreter(data: bytes) -> bool:
+    """Whether a 64-bit little-endian ELF file names a dynamic loader (PT_INTERP)."""
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise CheckFailed("not a 64-bit ELF file")
+    phoff = int.from_bytes(data[0x20:0x28], "little")
+    phentsize = int.from_bytes(data[0x36:0x38], "little")
+    phnum = int.from_bytes(data[0x38:0x3a], "little")
+    return any(int.from_bytes(data[phoff + i * phentsize:phoff + i * phentsize + 4], "little") == 3
+               for i in range(phnum))
 
 
 def main() -> int:
@@ -233,14 +251,19 @@ def main() -> int:
             raise CheckFailed(f"install-scripts: exit {out.returncode}: {out.stderr}")
         shipped = sorted(p.name for p in (REPO / "hooks/scripts").glob("*.sh"))
         written = sorted(p.name for p in scripts.iterdir())
-        if written != shipped:
-            raise CheckFailed(f"install-scripts wrote {written}, expected {shipped}")
+        if written != sorted(shipped + ["mysql-hook-agent"]):
+            raise CheckFailed(f"install-scripts wrote {written}, expected {shipped} and mysql-hook-agent")
+        image_agent = Path(runner.rootfs()) / "usr/local/bin/mysql-hook-agent"
+        if (scripts / "mysql-hook-agent").read_bytes() != image_agent.read_bytes():
+            raise CheckFailed("install-scripts: mysql-hook-agent differs from the image's /usr/local/bin/mysql-hook-agent")
+        if (scripts / "mysql-hook-agent").stat().st_mode & 0o777 != 0o555:
+            raise CheckFailed("install-scripts: mysql-hook-agent is not mode 0555")
         for n in shipped:
             if (scripts / n).read_bytes() != (REPO / "hooks/scripts" / n).read_bytes():
                 raise CheckFailed(f"install-scripts: {n} differs from hooks/scripts/{n}")
             if (scripts / n).stat().st_mode & 0o777 != 0o555:
                 raise CheckFailed(f"install-scripts: {n} has mode {(scripts / n).stat().st_mode & 0o777:o}")
-        rep.append(f"PASS  install-scripts: {len(shipped)} scripts, byte for byte, mode 0555")
+        rep.append(f"PASS  install-scripts: {len(shipped)} scripts, byte for byte, and the agent, mode 0555")
 
         out = run(runner.command(None, {}, {}), timeout=30)
         if out.returncode == 0 or "without --auth-token-file" not in out.stderr:

@@ -31,6 +31,8 @@ mirror list; for the others: the binary's content), so a warm run builds nothing
 
     python3 tests/k8s/images.py mariadb          # build (or find) the MariaDB image
     python3 tests/k8s/images.py mariadb --release-only   # ... of bookworm's release suite
+    python3 tests/k8s/images.py server mysql-9.7    # MySQL 9.7 (sid) or mariadb-11.8 (trixie)
+    python3 tests/k8s/images.py rootfs mysql-9.7    # ... unpacked, for the host's chroot tests
     python3 tests/k8s/images.py hook BIN [REF]   # the hook's image from a binary
     python3 tests/k8s/images.py pause BIN        # the pause image
     python3 tests/k8s/images.py exporter         # Debian's mysqld_exporter as an image
@@ -199,7 +201,7 @@ printf '[mariadb]\nhost-cache-size=0\nskip-name-resolve\n' > "$1/etc/mysql/maria
 rm -rf "$1/var/lib/mysql"
 mkdir -p "$1/var/lib/mysql"
 chown 999:999 "$1/var/lib/mysql"
-chroot "$1" dpkg-query -W -f='${Version}' mariadb-server > "$1/.mariadb-package-version"
+chroot "$1" dpkg-query -W -f='${Version}' mariadb-server > "$1/.server-package-version"
 rm -rf "$1/var/cache/apt/"* "$1/var/lib/apt/lists/"* "$1/var/log/"*.log
 test "$(chroot "$1" id -u mysql):$(chroot "$1" id -g mysql)" = 999:999
 """
@@ -226,10 +228,78 @@ def _main_suite_only(sources: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _mariadb_recipe(sources: str) -> str:
-    return json.dumps({"recipe": IMAGE_RECIPE, "packages": MARIADB_PACKAGES, "args": MMDEBSTRAP_ARGS,
-                       "essential": MARIADB_ESSENTIAL, "customize": MARIADB_CUSTOMIZE,
-                       "sources": sources}, sort_keys=True)
+def _archive_sources(suite: str) -> str:
+    """A deb822 source of Debian's archive for `suite` (trixie, sid): the servers the
+    host's bookworm does not ship. Never installed on the host, only into an image."""
+    return ("Types: deb\nURIs: http://deb.debian.org/debian\n"
+            f"Suites: {suite}\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+
+
+# MySQL from sid: mysql-server-core creates no user (the full mysql-server package's
+# maintainer scripts would), so the official image's mysql user (999) is written
+# directly, as for MariaDB.
+MYSQL_ESSENTIAL = MARIADB_ESSENTIAL
+# What the official `mysql` image (Oracle Linux, docker-library/mysql) provides that
+# our pods rely on: /etc/my.cnf with the data directory, the socket, a
+# secure-file-priv directory (without one that exists mysqld 9.x does not start) and
+# `!includedir /etc/mysql/conf.d/`, where init.sh writes our option files; an empty
+# /var/lib/mysql; /var/run/mysqld (mysql, 1777); /var/lib/mysql-files (mysql, 0700).
+MYSQL_CUSTOMIZE = r"""set -e
+cat > "$1/etc/my.cnf" <<'CNF'
+[mysqld]
+skip-host-cache
+skip-name-resolve
+datadir=/var/lib/mysql
+socket=/var/run/mysqld/mysqld.sock
+secure-file-priv=/var/lib/mysql-files
+pid-file=/var/run/mysqld/mysqld.pid
+[client]
+socket=/var/run/mysqld/mysqld.sock
+!includedir /etc/mysql/conf.d/
+CNF
+mkdir -p "$1/etc/mysql/conf.d" "$1/var/lib/mysql" "$1/var/lib/mysql-files"
+chown 999:999 "$1/var/lib/mysql" "$1/var/lib/mysql-files"
+chmod 0700 "$1/var/lib/mysql-files"
+chroot "$1" dpkg-query -W -f='${Version}' mysql-server-core > "$1/.server-package-version"
+rm -rf "$1/var/cache/apt/"* "$1/var/lib/apt/lists/"* "$1/var/log/"*.log
+test "$(chroot "$1" id -u mysql):$(chroot "$1" id -g mysql)" = 999:999
+"""
+MYSQL_PACKAGES = ["mysql-server-core", "mysql-client-core", "procps", "tzdata", "ca-certificates"]
+
+
+@dataclass(frozen=True)
+class ServerRecipe:
+    """How one server image is made: a Debian suite's packages in a minbase root
+    file system, made to behave like the official image of its flavor."""
+    name: str           # cache stem and command-line name
+    flavor: str         # mysql or mariadb: the repository the image is tagged under
+    suite: str
+    packages: tuple[str, ...]
+    essential: str
+    customize: str
+    version_package: str
+    sources: str = ""   # empty: this machine's own mirror list (bookworm)
+    expired_release: bool = False   # sid's Release file in the archive has expired
+
+
+SERVERS = {
+    # Bookworm's MariaDB 10.11 from this machine's mirrors (-updates, -security).
+    "mariadb": ServerRecipe("mariadb", "mariadb", "bookworm", tuple(MARIADB_PACKAGES), MARIADB_ESSENTIAL,
+                            MARIADB_CUSTOMIZE, "mariadb-server"),
+    # MariaDB 11.8 LTS, trixie's.
+    "mariadb-11.8": ServerRecipe("mariadb-11.8", "mariadb", "trixie", tuple(MARIADB_PACKAGES), MARIADB_ESSENTIAL,
+                                 MARIADB_CUSTOMIZE, "mariadb-server", _archive_sources("trixie")),
+    # Oracle's MySQL 9.7 LTS, sid's (source package mysql-9.7).
+    "mysql-9.7": ServerRecipe("mysql-9.7", "mysql", "sid", tuple(MYSQL_PACKAGES), MYSQL_ESSENTIAL,
+                              MYSQL_CUSTOMIZE, "mysql-server-core", _archive_sources("sid"), expired_release=True),
+}
+
+
+def _server_recipe_key(r: ServerRecipe, sources: str) -> str:
+    text = json.dumps({"recipe": IMAGE_RECIPE, "name": r.name, "suite": r.suite, "packages": r.packages,
+                       "args": MMDEBSTRAP_ARGS, "essential": r.essential, "customize": r.customize,
+                       "sources": sources, "expired": r.expired_release}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _upstream_version(pkg_version: str) -> str:
@@ -241,7 +311,7 @@ def _upstream_version(pkg_version: str) -> str:
 
 
 def mariadb_image(release_only: bool = False) -> Image:
-    """The MariaDB server image (built on first use, then cached by recipe hash).
+    """The MariaDB 10.11 image (built on first use, then cached by recipe hash).
 
     From every suite of this machine's Debian mirror list (bookworm, -updates,
     -security: the newest MariaDB), or with `release_only` from the release suite
@@ -251,45 +321,62 @@ def mariadb_image(release_only: bool = False) -> Image:
     sources = DEBIAN_SOURCES.read_text()
     if release_only:
         sources = _main_suite_only(sources)
-    key = hashlib.sha256(_mariadb_recipe(sources).encode()).hexdigest()[:16]
-    out = _cached(f"mariadb-{key}.tar")
-    meta = _cached(f"mariadb-{key}.json")
-    with _Lock(_cached("mariadb.lock")):
+    return _server_image(SERVERS["mariadb"], sources)
+
+
+def server_image(name: str) -> Image:
+    """The server image `name` of SERVERS (mariadb, mariadb-11.8, mysql-9.7)."""
+    r = SERVERS.get(name)
+    if r is None:
+        raise ImageError(f"no server image {name!r}; one of {', '.join(SERVERS)}")
+    if r.sources:
+        return _server_image(r, r.sources)
+    return mariadb_image()
+
+
+def _server_image(r: ServerRecipe, sources: str) -> Image:
+    key = _server_recipe_key(r, sources)
+    stem = r.name
+    out = _cached(f"{stem}-{key}.tar")
+    meta = _cached(f"{stem}-{key}.json")
+    with _Lock(_cached(f"{stem}.lock")):
         if out.exists() and meta.exists():
             m = json.loads(meta.read_text())
             return Image(m["ref"], out, m["package"])
         if shutil.which("mmdebstrap") is None:
-            raise ImageError("mmdebstrap is not installed (apt-get install mmdebstrap); it builds the MariaDB image")
+            raise ImageError(f"mmdebstrap is not installed (apt-get install mmdebstrap); it builds the {r.name} image")
         t0 = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
         try:
             rootfs = work / "rootfs.tar"
             (work / "debian.sources").write_text(sources)
-            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, "--include=" + ",".join(MARIADB_PACKAGES),
-                   "--essential-hook=" + MARIADB_ESSENTIAL, "--customize-hook=" + MARIADB_CUSTOMIZE,
-                   "bookworm", str(rootfs), str(work / "debian.sources")]
-            log(f"building the MariaDB image: mmdebstrap --include={','.join(MARIADB_PACKAGES)} bookworm "
-                f"({'the release suite of ' if release_only else ''}the mirrors of {DEBIAN_SOURCES})")
+            extra = ["--aptopt=Acquire::Check-Valid-Until \"false\""] if r.expired_release else []
+            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, *extra, "--include=" + ",".join(r.packages),
+                   "--essential-hook=" + r.essential,
+                   "--customize-hook=" + r.customize,
+                   r.suite, str(rootfs), str(work / "debian.sources")]
+            log(f"building the {r.name} image: mmdebstrap --include={','.join(r.packages)} {r.suite}")
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if proc.returncode != 0:
                 raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
             with tarfile.open(rootfs) as t:
-                member = next((m for m in t if m.name.removeprefix("./") == ".mariadb-package-version"), None)
+                member = next((m for m in t if m.name.removeprefix("./") == ".server-package-version"), None)
                 if member is None:
-                    raise ImageError("the MariaDB rootfs has no .mariadb-package-version (customize hook failed?)")
+                    raise ImageError(f"the {r.name} rootfs has no .server-package-version (customize hook failed?)")
                 pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
             version = _upstream_version(pkg)
-            ref = f"docker.io/library/mariadb:{version}"
+            ref = f"docker.io/library/{r.flavor}:{version}"
+            server = "mysqld" if r.flavor == "mysql" else "mariadbd"
             config = {"config": {
                 "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
-                        f"MARIADB_VERSION={pkg}"],
-                "Cmd": ["mariadbd"], "ExposedPorts": {"3306/tcp": {}},
+                        f"{r.flavor.upper()}_VERSION={pkg}"],
+                "Cmd": [server], "ExposedPorts": {"3306/tcp": {}},
                 "Volumes": {"/var/lib/mysql": {}},
                 "Labels": {"dev.mysqlhook.test.recipe": key,
-                           "dev.mysqlhook.test.note": "local stand-in for the official mariadb image"},
+                           "dev.mysqlhook.test.note": f"local stand-in for the official {r.flavor} image"},
             }}
             # mmdebstrap leaves /run empty (a tmpfs while it runs): a second layer
-            # holds the official image's /run/mysqld (mysql, 1777).
+            # holds the official images' /run/mysqld (mysql, 1777).
             run_layer = work / "run-layer.tar"
             layer = _Layer(run_layer)
             layer.dir("run", 0o755)
@@ -297,11 +384,35 @@ def mariadb_image(release_only: bool = False) -> Image:
             layer.close()
             write_docker_archive(out, ref, [rootfs, run_layer], config)
             meta.write_text(json.dumps({"ref": ref, "package": pkg}))
-            log(f"MariaDB image {ref} (package {pkg}) built in {time.monotonic() - t0:.0f}s: {out} "
+            log(f"{r.name} image {ref} (package {pkg}) built in {time.monotonic() - t0:.0f}s: {out} "
                 f"({out.stat().st_size >> 20} MiB)")
             return Image(ref, out, pkg)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def server_rootfs(name: str) -> Path:
+    """The root file system of the server image `name`, unpacked into a directory
+    next to its tar (once): the script and agent tests run the server's own
+    programs in it with chroot, never installing a trixie or sid package on the
+    host. Returns the directory."""
+    img = server_image(name)
+    root = img.tar.with_suffix(".rootfs")
+    with _Lock(_cached(f"{img.tar.stem}.rootfs.lock")):
+        if (root / ".unpacked").exists():
+            return root
+        shutil.rmtree(root, ignore_errors=True)
+        tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with tarfile.open(img.tar) as outer:
+            manifest = json.loads(outer.extractfile("manifest.json").read())  # type: ignore[union-attr]
+            for layer_name in manifest[0]["Layers"]:
+                with tarfile.open(fileobj=outer.extractfile(layer_name)) as layer:  # type: ignore[arg-type]
+                    layer.extractall(tmp, filter="fully_trusted")
+        (tmp / ".unpacked").write_text(img.ref + "\n")
+        os.replace(tmp, root)
+        return root
 
 
 # --------------------------------------------------------------------------- hook
@@ -329,14 +440,20 @@ PASSWD = ("root:x:0:0:root:/root:/sbin/nologin\n"
 GROUP = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"
 
 
-def _binary_layer(layer_path: Path, binary: Path, dest: str) -> None:
+def _binary_layer(layer_path: Path, binary: Path, dest: str, extras: tuple[tuple[Path, str], ...] = ()) -> None:
     """One layer: `binary` (debug info stripped) at `dest`, the shared libraries it
     links (copied from this Debian host, as distroless images ship them), /tmp and
-    the users root, nobody and nonroot."""
+    the users root, nobody and nonroot; and each static binary of `extras` at its
+    destination."""
     stripped = layer_path.with_name(Path(dest).name)
     shutil.copy2(binary, stripped)
     subprocess.run(["strip", "--strip-debug", str(stripped)], check=False)
     layer = _Layer(layer_path)
+    for extra, extra_dest in extras:
+        copy = layer_path.with_name(Path(extra_dest).name)
+        shutil.copy2(extra, copy)
+        subprocess.run(["strip", "--strip-debug", str(copy)], check=False)
+        layer.file(extra_dest.lstrip("/"), copy.read_bytes(), 0o755)
     layer.dir("tmp", 0o1777)
     layer.dir("home/nonroot", 0o700)
     layer.file("etc/passwd", PASSWD.encode())
@@ -351,10 +468,11 @@ def _binary_layer(layer_path: Path, binary: Path, dest: str) -> None:
     layer.close()
 
 
-def _binary_image(binary: Path, ref: str, stem: str, dest: str, config: dict, keep_one: bool) -> Image:
+def _binary_image(binary: Path, ref: str, stem: str, dest: str, config: dict, keep_one: bool,
+                  extras: tuple[tuple[Path, str], ...] = ()) -> Image:
     """An image of one binary (see _binary_layer), cached by recipe, reference and
-    the binary's content; `keep_one` drops older tars of the same stem."""
-    digest = _sha256_file(binary)
+    the binaries' content; `keep_one` drops older tars of the same stem."""
+    digest = _sha256_file(binary) + "".join(" " + _sha256_file(e) for e, _ in extras)
     key = hashlib.sha256(f"{IMAGE_RECIPE} {ref} {digest}".encode()).hexdigest()[:16]
     out = _cached(f"{stem}-{key}.tar")
     with _Lock(_cached(f"{stem}.lock")):
@@ -367,7 +485,7 @@ def _binary_image(binary: Path, ref: str, stem: str, dest: str, config: dict, ke
         work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
         try:
             layer_path = work / "layer.tar"
-            _binary_layer(layer_path, binary, dest)
+            _binary_layer(layer_path, binary, dest, extras)
             config = json.loads(json.dumps(config))
             config["config"].setdefault("Labels", {})["dev.mysqlhook.test.binary-sha256"] = digest
             write_docker_archive(out, ref, [layer_path], config)
@@ -380,14 +498,39 @@ def _binary_image(binary: Path, ref: str, stem: str, dest: str, config: dict, ke
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def hook_image(binary: Path, ref: str = HOOK_IMAGE) -> Image:
-    """The hook's image: `binary` as /usr/local/bin/mysql-hook, user 65532."""
+AGENT_TARGET = "x86_64-unknown-linux-musl"
+
+
+def static_agent() -> Path:
+    """The agent built static (musl), as the Dockerfile builds it: it runs in the
+    server images, whatever their C library. `MYSQL_HOOK_AGENT_STATIC` names a
+    ready one; otherwise cargo builds it (incrementally) into the target dir."""
+    given = os.environ.get("MYSQL_HOOK_AGENT_STATIC")
+    if given:
+        return Path(given)
+    repo = HERE.parent.parent
+    log(f"building the static agent: cargo build -p mysql-hook-agent --target {AGENT_TARGET}")
+    proc = subprocess.run(["cargo", "build", "--locked", "--quiet", "-p", "mysql-hook-agent", "--target", AGENT_TARGET],
+                          cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"building the static agent failed (rustup target add {AGENT_TARGET}?):\n"
+                         f"{proc.stdout[-3000:]}")
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or repo / "target")
+    return target / AGENT_TARGET / "debug" / "mysql-hook-agent"
+
+
+def hook_image(binary: Path, ref: str = HOOK_IMAGE, agent: Path | None = None) -> Image:
+    """The hook's image: `binary` as /usr/local/bin/mysql-hook and the static agent
+    as /usr/local/bin/mysql-hook-agent (beside it, where install-scripts finds it),
+    user 65532."""
     config = {"config": {
         "Env": [PATH_ENV, "MYSQL_HOOK_LISTEN=0.0.0.0:8080"],
         "Entrypoint": ["/usr/local/bin/mysql-hook"], "Cmd": ["serve"], "User": "65532:65532",
         "ExposedPorts": {"8080/tcp": {}},
     }}
-    return _binary_image(binary, ref, "mysql-hook", "/usr/local/bin/mysql-hook", config, keep_one=True)
+    agent = agent or static_agent()
+    return _binary_image(binary, ref, "mysql-hook", "/usr/local/bin/mysql-hook", config, keep_one=True,
+                         extras=((agent, "/usr/local/bin/mysql-hook-agent"),))
 
 
 def metacontroller_image(binary: Path, version: str) -> Image:
@@ -458,6 +601,11 @@ def main(argv: list[str]) -> int:
     try:
         if argv[0] == "mariadb":
             img = mariadb_image(release_only="--release-only" in argv[1:])
+        elif argv[0] == "server" and len(argv) == 2:
+            img = server_image(argv[1])
+        elif argv[0] == "rootfs" and len(argv) == 2:
+            print(server_rootfs(argv[1]))
+            return 0
         elif argv[0] == "hook" and len(argv) >= 2:
             img = hook_image(Path(argv[1]), *(argv[2:3] or [HOOK_IMAGE]))
         elif argv[0] == "exporter":

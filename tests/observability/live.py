@@ -4,7 +4,7 @@
 On loopback: two hook processes (the built binary, bearer token required, as
 two replicas of the Deployment), three MariaDB servers set up and bootstrapped
 by hooks/scripts exactly as in tests/scripts, the exporter account created by
-the primary's agent.sh, one Debian mysqld_exporter per server logged in through
+the primary's agent sidecar, one Debian mysqld_exporter per server logged in through
 its socket, and Debian's Prometheus scraping all five every second and
 evaluating the rules of metacontroller/components/prometheus-rules.
 
@@ -259,7 +259,7 @@ def main() -> int:
         primary_file = world.root / "live" / "primary"
         primary_file.write_text("db-0\n")
         exporter_password = "exporter-live-pw"
-        r = cluster.run("agent.sh", POD_NAME="db-0", PRIMARY_FILE=primary_file, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
+        r = cluster.run("sidecar", POD_NAME="db-0", PRIMARY_FILE=primary_file, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
                         EXPORTER_PASSWORD=exporter_password, EXPORTER_SOCKET=db0.sock)
         check('"changed":true' in r.stdout, "the primary's agent created the exporter account", str(r))
         cluster.wait_synced(db0)

@@ -11,7 +11,7 @@ REPORT: list[str] = []
 
 def pytest_terminal_summary(terminalreporter):
     if REPORT:
-        terminalreporter.section("mariadb script scenarios")
+        terminalreporter.section("script scenarios")
         for line in REPORT:
             terminalreporter.write_line(line)
 
@@ -22,7 +22,9 @@ def world():
         w = World()
     except SetupError as e:
         pytest.fail(f"cannot set up MariaDB servers: {e}")
-    REPORT.append("my.cnf: hook's rendered MariaDB my.cnf + added by the harness: "
+    REPORT.append(f"server: {w.kind.name} ({w.kind.flavor}), "
+                  + (f"from the root file system {w.kind.root}" if w.kind.root else "installed on this host"))
+    REPORT.append(f"my.cnf: hook's rendered {w.kind.flavor} my.cnf + added by the harness: "
                   + (", ".join(f"{k} = {v}" for k, v in w.added_options.items()) or "nothing"))
     yield w
     # Every command line any script executed during the whole run, not only in
@@ -54,3 +56,32 @@ def store(world):
         pytest.fail(f"cannot set up the S3 server: {e}")
     yield s
     s.close()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "all_servers: runs against every server the suite knows (MYSQL_HOOK_SERVER), not only MariaDB 10.11")
+
+
+# The suite runs on MariaDB 10.11 whole. On another server (MySQL 9.7, MariaDB
+# 11.8) it runs the tests marked all_servers: those of the operations ported to
+# the agent (issue 32), whose code is the same for every flavor and server and is
+# proven on each. The shell scripts' MySQL branch was never run; as each script
+# is ported its tests join. What is left out is said, test by test.
+LEFT_OUT: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    from dbcluster import SERVER_KIND_NAME
+    if SERVER_KIND_NAME == "mariadb":
+        return
+    keep, left = [], []
+    for item in items:
+        (keep if item.get_closest_marker("all_servers") else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = keep
+        LEFT_OUT.extend(item.nodeid for item in left)
+        REPORT.append(f"{SERVER_KIND_NAME}: {len(keep)} tests run; {len(left)} left out, whose operations are "
+                      "still shell scripts not yet run on this server (issue 32)")

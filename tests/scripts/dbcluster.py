@@ -32,6 +32,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -53,7 +54,91 @@ def _installed_scripts() -> Path:
 
 
 SCRIPTS = _installed_scripts()
-HOOK_CNF_FIXTURE = REPO / "test-fixtures" / "sync" / "mariadb-new-cluster" / "response.json"
+# The agent as pods get it: installed beside the scripts (mysql-hook
+# install-scripts), or the one cargo built.
+AGENT = SCRIPTS / "mysql-hook-agent"
+if not AGENT.exists():
+    AGENT = Path(os.environ.get("MYSQL_HOOK_AGENT_BIN") or REPO / "target" / "debug" / "mysql-hook-agent")
+# The option file the hook renders, per flavor (golden fixtures).
+HOOK_CNF_FIXTURES = {
+    "mariadb": REPO / "test-fixtures" / "sync" / "mariadb-new-cluster" / "response.json",
+    "mysql": REPO / "test-fixtures" / "sync" / "new-cluster" / "response.json",
+}
+HOOK_CNF_FIXTURE = HOOK_CNF_FIXTURES["mariadb"]
+
+
+class ServerKind:
+    """Which server the suite runs against (MYSQL_HOOK_SERVER):
+
+    - `mariadb` (default): Debian bookworm's MariaDB 10.11, installed on this host;
+    - `mysql-9.7`: Oracle's MySQL 9.7 LTS from Debian sid, and `mariadb-11.8`:
+      MariaDB 11.8 LTS from trixie. Neither may be installed on this bookworm host,
+      so their programs run from the root file system of the real node's image of
+      that server (tests/k8s/images.py, cached) through small wrappers: each enters
+      a private mount namespace, binds /tmp (and the test's own directory), /dev
+      and /proc into the root file system at the same paths, and chroots. Scripts, sockets,
+      data directories and ports are then the same as for a host server.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "mariadb":
+            self.flavor, self.root = "mariadb", None
+        elif name in ("mysql-9.7", "mariadb-11.8"):
+            self.flavor = "mysql" if name.startswith("mysql") else "mariadb"
+            sys.path.insert(0, str(REPO / "tests" / "k8s"))
+            import images  # noqa: PLC0415 - the real node's image module
+            try:
+                self.root = images.server_rootfs(name)
+            except images.ImageError as e:
+                raise SetupError(f"cannot build the {name} image: {e}") from e
+        else:
+            raise SetupError(f"MYSQL_HOOK_SERVER={name!r}: one of mariadb, mariadb-11.8, mysql-9.7")
+        mysql = self.flavor == "mysql"
+        self.server = "mysqld" if mysql else "mariadbd"
+        self.client = "mysql" if mysql else "mariadb"
+        self.dump = "mysqldump" if mysql else "mariadb-dump"
+        self.binlog = "mysqlbinlog" if mysql else "mariadb-binlog"
+
+    @property
+    def mysql(self) -> bool:
+        return self.flavor == "mysql"
+
+    def make_wrappers(self, bin_dir: Path, world_root: Path) -> None:
+        """One wrapper per server program of the root file system (see the class)."""
+        if self.root is None:
+            return
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        if not str(world_root).startswith("/tmp/"):
+            (self.root / str(world_root).lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (self.root / "etc/hosts").touch()
+        enter = bin_dir / ".enter"
+        enter.write_text(_CHROOT_ENTER)
+        for sub in ("usr/bin", "usr/sbin"):
+            for prog in sorted((self.root / sub).iterdir()):
+                if not re.match(r"^(mysql|mariadb|my_|mysqld|mariadbd|innochecksum|resolve)", prog.name):
+                    continue
+                w = bin_dir / prog.name
+                w.write_text(_CHROOT_WRAPPER.format(enter=enter, root=self.root, world=world_root,
+                                                    prog=f"/{sub}/{prog.name}"))
+                w.chmod(0o755)
+
+
+_CHROOT_ENTER = """#!/bin/sh
+# tests/scripts: enter ROOT WORLD PROG ARGS... (see ServerKind)
+r=$1 w=$2; shift 2
+mount --bind /tmp "$r/tmp" && mount --rbind /dev "$r/dev" && mount --bind /proc "$r/proc" || exit 127
+case $w in /tmp/*) ;; *) mount --bind "$w" "$r$w" || exit 127 ;; esac
+# as the kubelet gives a pod its /etc/hosts (mariadb-install-db looks up localhost)
+mount --bind /etc/hosts "$r/etc/hosts" || exit 127
+d=$PWD; case $d in "$w"*) ;; *) d=/ ;; esac
+exec chroot "$r" /bin/sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' sh "$d" "$@"
+"""
+_CHROOT_WRAPPER = """#!/bin/sh
+exec unshare --mount --propagation private /bin/sh {enter} {root} {world} {prog} "$@"
+"""
+
+SERVER_KIND_NAME = os.environ.get("MYSQL_HOOK_SERVER", "mariadb")
 
 # What the scripts rely on (hooks/scripts/README.md, "Replication rules"), MariaDB
 # spelling.  Only the options the rendered my.cnf does not set are appended.
@@ -75,6 +160,21 @@ NEEDED_OPTIONS = {
     "rpl_semi_sync_master_wait_no_slave": "ON",
     "skip_name_resolve": "ON",
 }
+# The same for MySQL (the hook's rendered file should set them all).
+NEEDED_OPTIONS_MYSQL = {
+    "log_bin": "binlog",
+    "gtid_mode": "ON",
+    "enforce_gtid_consistency": "ON",
+    "log_replica_updates": "ON",
+    "sync_binlog": "1",
+    "innodb_flush_log_at_trx_commit": "1",
+    "read_only": "ON",
+    "super_read_only": "ON",
+    "relay_log_recovery": "OFF",
+    "skip_replica_start": "ON",
+    "replica_net_timeout": "10",
+    "skip_name_resolve": "ON",
+}
 
 # Deliberately awkward passwords: quotes, backslash, spaces, '#', '$'.
 ROOT_PASSWORD = "r00t 'pw\" #$\\x"
@@ -83,14 +183,15 @@ APP_PASSWORD = "app-pw"
 OPERATOR_PASSWORD = "op'er \"ator#$\\1"
 
 
-def hook_mariadb_cnf() -> str:
-    """The my.cnf the hook renders for a MariaDB cluster (golden fixture)."""
-    resp = json.loads(HOOK_CNF_FIXTURE.read_text())
+def hook_mariadb_cnf(flavor: str = "mariadb") -> str:
+    """The my.cnf the hook renders for a cluster of `flavor` (golden fixture)."""
+    fixture = HOOK_CNF_FIXTURES[flavor]
+    resp = json.loads(fixture.read_text())
     # The option file lives in the content-addressed ConfigMap db-config-<hash>.
     for child in resp["children"]:
         if child.get("kind") == "ConfigMap" and "my.cnf" in child.get("data", {}):
             return child["data"]["my.cnf"]
-    raise SetupError(f"no ConfigMap with my.cnf in {HOOK_CNF_FIXTURE}")
+    raise SetupError(f"no ConfigMap with my.cnf in {fixture}")
 
 
 def cnf_options(text: str) -> dict[str, str]:
@@ -316,9 +417,15 @@ class Server:
             f"pid_file = {self.base / 'mysqld.pid'}\n"
             f"log_error = {self.errlog}\n"
             "innodb_buffer_pool_size = 64M\n"
-            "innodb_log_file_size = 16M\n"
-            "performance_schema = OFF\n"
+            + ("innodb_redo_log_capacity = 16M\n"
+               # X Protocol would listen on 33060 in every server; import/export
+               # files only in the server's own directory
+               "mysqlx = OFF\n"
+               f"secure_file_priv = {self.base / 'files'}\n"
+               if self.world.kind.mysql else "innodb_log_file_size = 16M\n")
+            + "performance_schema = OFF\n"
         )
+        (self.base / "files").mkdir()
         self.cnf.write_text(f"!includedir {self.confdir}\n")
 
     def init_env(self) -> dict[str, str]:
@@ -337,7 +444,7 @@ class Server:
 
     def start(self, timeout: float = 60):
         assert self.proc is None or self.proc.poll() is not None
-        args = [self.world.mariadbd, f"--defaults-file={self.cnf}"]
+        args = [self.world.kind.server, f"--defaults-file={self.cnf}"]
         if os.geteuid() == 0:
             args.append("--user=root")
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -345,7 +452,8 @@ class Server:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise SetupError(f"{self.name}: mariadbd exited {self.proc.returncode}:\n" + self.tail_log())
+                raise SetupError(f"{self.name}: {self.world.kind.server} exited {self.proc.returncode}:\n"
+                                 + self.tail_log())
             try:
                 self.query("SELECT 1")
                 return
@@ -399,7 +507,7 @@ class Server:
     def client_args(self, user: str = "root") -> list[str]:
         admin = self.world.cnf_root if self.legacy else self.world.cnf_admin
         cnf = admin if user == "root" else self.world.cnf_app
-        return ["mariadb", f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
+        return [self.world.kind.client, f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
                 "-P", str(self.port), "--connect-timeout=5", "-N", "-B"]
 
     def query(self, q: str, user: str = "root", timeout: float = 60) -> list[list[str]]:
@@ -415,7 +523,8 @@ class Server:
 
     def socket_query(self, q: str) -> str:
         """Over the unix socket as root without password (only before setup)."""
-        r = subprocess.run(["mariadb", "--no-defaults", "-uroot", f"--socket={self.sock}", "-N", "-B", "-e", q],
+        r = subprocess.run([self.world.kind.client, "--no-defaults", "-uroot", f"--socket={self.sock}", "-N", "-B",
+                            "-e", q],
                            capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             raise SetupError(f"{self.name}: {q}: {r.stderr}")
@@ -425,15 +534,34 @@ class Server:
         return self.value("SELECT @@global.read_only") == "1"
 
     def replica_status(self) -> dict[str, str]:
+        """SHOW SLAVE STATUS (MariaDB) or SHOW REPLICA STATUS (MySQL), with
+        MariaDB's field names for both (Source_* -> Master_*, Replica_* -> Slave_*)."""
         args = [a for a in self.client_args() if a != "-N"]
-        out = subprocess.run(args + ["-E", "-e", "SHOW SLAVE STATUS"], capture_output=True,
+        stmt = "SHOW REPLICA STATUS" if self.world.kind.mysql else "SHOW SLAVE STATUS"
+        out = subprocess.run(args + ["-E", "-e", stmt], capture_output=True,
                              text=True, timeout=30, check=True).stdout
         st = {}
         for line in out.splitlines():
             if ":" in line and not line.startswith("*"):
                 k, _, v = line.partition(":")
-                st[k.strip()] = v.strip()
+                k = k.strip().replace("Source", "Master").replace("Replica", "Slave")
+                st[k] = v.strip()
         return st
+
+    def gtid_position(self) -> str:
+        """What the server has executed: @@gtid_executed (MySQL, one line) or
+        @@gtid_binlog_pos (MariaDB)."""
+        if self.world.kind.mysql:
+            return (self.value("SELECT @@global.gtid_executed") or "").replace("\\n", "").replace("\n", "")
+        return self.value("SELECT @@gtid_binlog_pos") or ""
+
+    def wait_gtid(self, pos: str, timeout: float) -> bool:
+        """Until this server has executed `pos` (at most `timeout` s)."""
+        if self.world.kind.mysql:
+            q = f"SELECT WAIT_FOR_EXECUTED_GTID_SET('{pos}', {int(timeout)})"
+        else:
+            q = f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})"
+        return self.value(q) == "0"
 
     def replicating_from(self, other: "Server") -> bool:
         st = self.replica_status()
@@ -449,7 +577,9 @@ class World:
     """A temp directory with any number of servers."""
 
     def __init__(self):
-        self.mariadbd = ensure_mariadb()
+        self.kind = ServerKind(SERVER_KIND_NAME)
+        if self.kind.root is None:
+            ensure_mariadb()
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
         # The harness's own administrative login over TCP: the operator account
@@ -462,14 +592,21 @@ class World:
         self.operator_password_file = secret_file(self.root / "operator-password", OPERATOR_PASSWORD)
         self.cnf_app = client_cnf(self.root / "app.cnf", "app", APP_PASSWORD)
         self.servers: list[Server] = []
+        # A server from a root file system: its programs come first on PATH, for
+        # the scripts and for the harness itself.
+        if self.kind.root is not None:
+            kind_bin = self.root / "server-bin"
+            self.kind.make_wrappers(kind_bin, self.root)
+            os.environ["PATH"] = f"{kind_bin}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
         # every exec of every script goes through a recording wrapper
         self.argv_log = self.root / "argv-log"
         self.argv_log.mkdir()
         self.wrap_dir = self.root / "argv-wrappers"
         self.wrapped = make_argv_wrappers(self.wrap_dir, os.environ.get("PATH", "/usr/bin:/bin"))
-        rendered = hook_mariadb_cnf()
+        rendered = hook_mariadb_cnf(self.kind.flavor)
         have = cnf_options(rendered)
-        self.added_options = {k: v for k, v in NEEDED_OPTIONS.items() if k not in have}
+        needed = NEEDED_OPTIONS_MYSQL if self.kind.mysql else NEEDED_OPTIONS
+        self.added_options = {k: v for k, v in needed.items() if k not in have}
         self.hook_cnf_text = rendered
         if self.added_options:
             self.hook_cnf_text += (
@@ -530,7 +667,9 @@ class ScriptResult:
 
 
 def run_script(name: str, world: World, env: dict[str, str], timeout: float = 300) -> ScriptResult:
-    """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line."""
+    """Run hooks/scripts/<name> the way a Job would: bash, env only, one JSON line.
+    A name without `.sh` is a command of the agent (`mysql-hook-agent <name>`),
+    which Jobs run the same way."""
     term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
     term.write_text("")
     tag = name + (ENV_MODE_TAG if env.get("MYSQL_ROOT_PASSWORD") else "")
@@ -538,14 +677,18 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
         **world.argv_env(tag),
         "HOME": str(world.root),
         "TMPDIR": str(world.root),
-        "FLAVOR": "mariadb",
+        "FLAVOR": world.kind.flavor,
         # as pods get them: files of the credentials Secret, never the environment
         **world.credential_env(),
         "TERMINATION_LOG": str(term),
+        # the sidecar: the scripts it runs, and its probe port (any free one)
+        "SCRIPTS_DIR": str(SCRIPTS),
+        "AGENT_LISTEN": "127.0.0.1:0",
     }
     full.update(env)
     t0 = time.time()
-    proc = subprocess.run(["bash", str(SCRIPTS / name)], env=full, capture_output=True, text=True, timeout=timeout)
+    argv = ["bash", str(SCRIPTS / name)] if name.endswith(".sh") else [str(AGENT), name]
+    proc = subprocess.run(argv, env=full, capture_output=True, text=True, timeout=timeout)
     res = ScriptResult(proc, term, time.time() - t0)
     term.unlink(missing_ok=True)
     # the termination message must be the same single line as stdout's last one
@@ -746,12 +889,11 @@ class Cluster:
 
     def wait_synced(self, primary: Server, timeout: float = 60):
         """Every running replica has executed the primary's binlog position."""
-        pos = primary.value("SELECT @@gtid_binlog_pos")
+        pos = primary.gtid_position()
         for s in self.running():
             if s is primary or self.source_of(s) != primary.name:
                 continue
-            r = s.value(f"SELECT MASTER_GTID_WAIT('{pos}', {int(timeout)})")
-            assert r == "0", f"{s.name} did not reach {pos}: {s.replica_status()}"
+            assert s.wait_gtid(pos, timeout), f"{s.name} did not reach {pos}: {s.replica_status()}"
 
     def state(self):
         """What 'same end state' compares: who is writable, who follows whom,
@@ -764,7 +906,7 @@ class Cluster:
                 self.source_of(s),
                 st.get("Slave_IO_Running"),
                 st.get("Slave_SQL_Running"),
-                s.value("SELECT @@gtid_binlog_pos"),
+                s.gtid_position(),
                 s.value("SELECT COUNT(*) FROM hook.t") if s.value(
                     "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='hook' AND table_name='t'") == "1" else None,
             )
@@ -803,18 +945,17 @@ def probe(c: "Cluster", mode: str, pod: str, primary_file, rebuild_marker=None, 
     pw_file = c.world.root / c.tag / "probe-root-password"
     pw_file.parent.mkdir(parents=True, exist_ok=True)
     pw_file.write_text(c.world_root_password)
-    env = {**c.world.argv_env("probe.sh"), "FLAVOR": "mariadb", "POD_NAME": pod,
+    # root through the server's own socket, as in a pod
+    env = {**c.world.argv_env("probe"), "FLAVOR": c.world.kind.flavor, "POD_NAME": pod,
            "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
-           "MYSQL_ROOT_PASSWORD_FILE": str(pw_file)}
+           "MYSQL_ROOT_PASSWORD_FILE": str(pw_file), "SERVER_SOCKET": str(c[pod].sock)}
     if not c.legacy:
-        # as the hook sets it with the operator account: root through the socket
-        env.update(OPERATOR_PASSWORD_FILE=str(c.world.operator_password_file), SERVER_SOCKET=str(c[pod].sock))
+        env.update(OPERATOR_PASSWORD_FILE=str(c.world.operator_password_file))
     if rebuild_marker is not None:
         env["REBUILD_MARKER"] = str(rebuild_marker)
     env.update({k: str(v) for k, v in extra.items()})
     t0 = time.time()
-    r = subprocess.run(["bash", str(SCRIPTS / "probe.sh"), mode], env=env, capture_output=True, text=True,
-                       timeout=30)
+    r = subprocess.run([str(AGENT), "probe", mode], env=env, capture_output=True, text=True, timeout=30)
     c.probe_seconds.append(time.time() - t0)
     assert r.stderr == "", r.stderr
     return r.returncode, r.stdout.strip()

@@ -54,7 +54,7 @@ def test_exporter_account(world, request):
 
         def agent(pod, password):
             s = c[pod]
-            return c.run("agent.sh", POD_NAME=pod, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
+            return c.run("sidecar", POD_NAME=pod, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
                          EXPORTER_PASSWORD=password, EXPORTER_SOCKET=s.sock, SERVER_SOCKET=s.sock)
 
         # A replica's agent leaves the account to the primary.

@@ -59,7 +59,7 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
         assert r.rc == 0 and r.json["result"] in ("joined", "already-replica"), r
 
         def agent(pod, **env):
-            return c.run("agent.sh", POD_NAME=pod, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
+            return c.run("sidecar", POD_NAME=pod, PRIMARY_FILE=pf, AGENT_ITERATIONS=1, AGENT_INTERVAL=0,
                          ROOT_REMOTE_FILE=remote, SERVER_SOCKET=c[pod].sock, **env)
 
         # A replica's agent leaves the account to the primary.

@@ -344,7 +344,8 @@ def test_seed_figures_under_writes(cluster):
             assert rc == 1 or "replicates from" in out, out
             seen.append(out)
             crc, _ = probe(c, "candidate", "db-3", pf, **env)
-            if "being seeded" in out:
+            # seeding before and after the candidate probe: it was seeding then
+            if "being seeded" in out and "being seeded" in probe(c, "readiness", "db-3", pf, **env)[1]:
                 assert crc == 1
             time.sleep(0.5)
     watcher = threading.Thread(target=watch, daemon=True)

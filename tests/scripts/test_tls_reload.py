@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from dbcluster import SCRIPTS, Cluster
+from dbcluster import AGENT, SCRIPTS, Cluster
 from test_tls import _make_ca
 
 
@@ -30,9 +30,11 @@ def install(live: Path, c: dict[str, Path]) -> None:
 
 def run(world, s, script: str, **env) -> subprocess.CompletedProcess:
     full = {**world.argv_env(script), "HOME": str(world.root), "TMPDIR": str(world.root), "FLAVOR": "mariadb",
-            **world.credential_env(), "SERVER_SOCKET": str(s.sock)}
+            **world.credential_env(), "SERVER_SOCKET": str(s.sock), "SCRIPTS_DIR": str(SCRIPTS),
+            "AGENT_LISTEN": "127.0.0.1:0"}
     full.update({k: str(v) for k, v in env.items()})
-    return subprocess.run(["bash", str(SCRIPTS / script)], env=full, capture_output=True, text=True, timeout=120)
+    argv = ["bash", str(SCRIPTS / script)] if script.endswith(".sh") else [str(AGENT), script]
+    return subprocess.run(argv, env=full, capture_output=True, text=True, timeout=120)
 
 
 def test_a_renewed_certificate_is_loaded_without_a_restart(world, request):
@@ -58,7 +60,7 @@ def test_a_renewed_certificate_is_loaded_without_a_restart(world, request):
         # round sees the same files and does not reload again.
         mode = base / "tls-mode"
         mode.write_text("verify\n")
-        a = run(world, s, "agent.sh", AGENT_ITERATIONS=2, AGENT_INTERVAL=0, TLS_MODE_FILE=mode,
+        a = run(world, s, "sidecar", AGENT_ITERATIONS=2, AGENT_INTERVAL=0, TLS_MODE_FILE=mode,
                 TLS_CA=live / "ca.crt", PODS=c.pods, POD_NAME="db-0", PRIMARY_FILE=base / "no-primary",
                 TERMINATION_LOG="/dev/null")
         reloads = [ln for ln in a.stdout.splitlines() if "tls-reload" in ln or '"reloaded"' in ln]

@@ -3,7 +3,7 @@
 //!
 //! `<name>-config` carries what running servers follow without a restart: `primary`
 //! (the pod the agents replicate from), `pods` (the membership), `maxLagSeconds`
-//! (probe.sh) and `rebuildErrant` (join.sh), plus, in its
+//! (the readiness probe) and `rebuildErrant` (join.sh), plus, in its
 //! annotations, what the hook must remember ([`crate::memory`]). Moving the primary
 //! or scaling therefore changes no pod template.
 //!

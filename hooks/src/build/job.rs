@@ -1,4 +1,5 @@
-//! Jobs that run one in-cluster script: bootstrap, failover, switchover, backup.
+//! Jobs that run one in-cluster script or agent command: bootstrap, failover,
+//! switchover, the users.
 //!
 //! Every Job runs in the server image (it has the client tools), retries a failed
 //! pod a few times (the scripts are idempotent), and is bounded in time. Its pod is
@@ -13,6 +14,7 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
+pub use super::pod::Program;
 use super::{meta, pod};
 use crate::{labels, model::Cluster};
 
@@ -23,8 +25,8 @@ pub struct JobRequest {
     pub purpose: &'static str,
     /// Distinguishes attempts: `<cluster>-<purpose>-<suffix>`.
     pub suffix: String,
-    /// The script from `hooks/scripts/`.
-    pub script: &'static str,
+    /// What the container runs: a script of `hooks/scripts/` or an agent command.
+    pub program: Program,
     /// Variables beyond the common ones (`PRIMARY`, `TARGET`, ...).
     pub env: Vec<EnvVar>,
 }
@@ -50,7 +52,7 @@ pub fn build(c: &Cluster, r: &JobRequest) -> Job {
                     containers: vec![Container {
                         name: r.purpose.to_owned(),
                         image: Some(c.image.clone()),
-                        command: Some(pod::run_script(r.script)),
+                        command: Some(r.program.command()),
                         env: Some(env),
                         volume_mounts: Some(vec![
                             pod::config_mount(),

@@ -336,3 +336,23 @@ pub fn small_resources(cpu: &str, memory: &str, memory_limit: &str) -> ResourceR
 pub fn run_script(script: &str) -> Vec<String> {
     vec!["bash".to_owned(), scripts::path(script)]
 }
+
+/// What a container runs: a script of `hooks/scripts/` (run by the image's bash),
+/// or a command of the agent (`mysql-hook-agent`, installed beside the scripts),
+/// which replaces them one by one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Script(&'static str),
+    Agent(&'static str),
+}
+
+impl Program {
+    /// The container's command.
+    #[must_use]
+    pub fn command(self) -> Vec<String> {
+        match self {
+            Self::Script(script) => run_script(script),
+            Self::Agent(command) => vec![scripts::path(scripts::AGENT), command.to_owned()],
+        }
+    }
+}

@@ -2,8 +2,9 @@
 //!
 //! Each pod runs `init.sh` (initializes an empty data directory with the cluster's
 //! users without writing GTIDs, writes the option file and the per-pod server id),
-//! then mysqld, which always starts read-only, and `agent.sh`, a sidecar that keeps
-//! a non-primary server replicating from the primary named in the ConfigMap. Pods
+//! then mysqld, which always starts read-only, and the agent (`mysql-hook-agent
+//! sidecar`), which keeps a non-primary server replicating from the primary named
+//! in the ConfigMap and answers mysqld's readiness from a session it keeps open. Pods
 //! are managed in parallel so one unready pod never blocks the others (failover
 //! depends on that).
 
@@ -16,12 +17,15 @@ use k8s_openapi::{
             StatefulSetSpec, StatefulSetUpdateStrategy,
         },
         core::v1::{
-            Affinity, Container, ContainerPort, EnvVar, ExecAction, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
-            PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
-            SecretVolumeSource, TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
+            Affinity, Container, ContainerPort, EnvVar, ExecAction, HTTPGetAction, Lifecycle, LifecycleHandler,
+            PersistentVolumeClaim, PersistentVolumeClaimStatus, PodAffinityTerm, PodAntiAffinity, PodSpec,
+            PodTemplateSpec, Probe, SecretVolumeSource, TopologySpreadConstraint, Volume, WeightedPodAffinityTerm,
         },
     },
-    apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta},
+    apimachinery::pkg::{
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+        util::intstr::IntOrString,
+    },
 };
 
 use super::{meta, pod};
@@ -124,10 +128,10 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::env("MAX_LAG_FILE", scripts::config_path(memory::MAX_LAG_KEY)),
         pod::env("REBUILD_ERRANT_FILE", scripts::config_path(memory::REBUILD_ERRANT_KEY)),
         pod::env("MY_CNF", format!("{}/{MY_CNF}", pod::OPTION_FILE_DIR)),
-        // Written by join.sh (agent) when this server has diverged, read by probe.sh
-        // (mysqld): /tmp is the emptyDir both containers mount.
+        // Written by join.sh (agent) when this server has diverged, read by the
+        // probes (mysqld): /tmp is the emptyDir both containers mount.
         pod::env("REBUILD_MARKER", "/tmp/mysql-hook-rebuild-needed"),
-        // Held by seed.sh (agent) while it copies a donor, read by probe.sh.
+        // Held by seed.sh (agent) while it copies a donor, read by the probes.
         pod::env("SEED_MARKER", "/tmp/mysql-hook-seeding"),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
     ]);
@@ -163,12 +167,35 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         security_context: Some(pod::container_security()),
         ..Default::default()
     };
-    // `probe.sh liveness` is a ping that passes even when the login is refused;
-    // `probe.sh readiness` also requires the recorded primary, once bootstrapped,
-    // to be writable: a primary that restarted read-only turns NotReady, and
-    // automatic failover (or the same server, promoted again) takes over.
+    // The agent's probes (agent/src/probe.rs). mysqld's liveness is an exec of the
+    // static agent, one session over the socket: it passes when the server
+    // answers, even refusing the login, and does not depend on the sidecar (an
+    // agent that stopped answering can never get the database restarted).
+    // Readiness is answered over HTTP by the sidecar from a session it keeps open
+    // (no process per probe): it also requires the recorded primary, once
+    // bootstrapped, to be writable, so a primary that restarted read-only turns
+    // NotReady and automatic failover (or the same server, promoted again) takes
+    // over. The agent container's own readiness says whether the server could be
+    // promoted (a failover candidate).
     let probe = |check: &str, period: i32, failures: i32| Probe {
-        exec: Some(ExecAction { command: Some(vec!["bash".to_owned(), scripts::path("probe.sh"), check.to_owned()]) }),
+        exec: Some(ExecAction {
+            command: Some(vec![scripts::path(scripts::AGENT), "probe".to_owned(), check.to_owned()]),
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    let http = |path: &str, period: i32, failures: i32| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            // by number: a probe resolves a port name among its own container's
+            // ports, and mysqld's readiness is answered by the agent container
+            port: IntOrString::Int(AGENT_PORT),
+            // as the API server stores it, so the emitted template never differs
+            scheme: Some("HTTP".to_owned()),
+            ..Default::default()
+        }),
         period_seconds: Some(period),
         timeout_seconds: Some(5),
         failure_threshold: Some(failures),
@@ -187,7 +214,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 // Startup may replay a long redo log: up to 10 minutes before liveness applies.
                 startup_probe: Some(probe("liveness", 10, 60)),
                 liveness_probe: Some(probe("liveness", 10, 6)),
-                readiness_probe: Some(probe("readiness", 2, 2)),
+                readiness_probe: Some(http("/readyz", 2, 2)),
                 // A primary being deleted (drain, eviction) keeps serving until the
                 // hook's switchover has handed its role over (or PRESTOP_WAIT, below
                 // the grace period, has passed): seconds of refused writes, not a failover.
@@ -210,7 +237,13 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                         .chain(c.exporter.as_ref().map(|_| pod::mount("exporter-secret", EXPORTER_SECRET_DIR, true)))
                         .collect(),
                 ),
-                ..container(AGENT, pod::run_script("agent.sh"))
+                ports: Some(vec![ContainerPort {
+                    name: Some(AGENT_PORT_NAME.to_owned()),
+                    container_port: AGENT_PORT,
+                    ..Default::default()
+                }]),
+                readiness_probe: Some(http("/candidate", 2, 1)),
+                ..container(AGENT, vec![scripts::path(scripts::AGENT), "sidecar".to_owned()])
             },
         ]
         .into_iter()
@@ -302,8 +335,12 @@ const DATA_DIR_VOLUME: &str = DATA_VOLUME;
 /// `caching_sha2_password` works without TLS, and it keeps the account local.
 pub const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
 /// The exporter's account (`exporter-user.sh` makes it: `'exporter'@'localhost'`).
-/// The agent sidecar's container name (agent.sh).
+/// The agent sidecar's container name (`mysql-hook-agent sidecar`).
 pub const AGENT: &str = "agent";
+/// The port the sidecar answers the probes on (`AGENT_LISTEN`, its default), and
+/// its name in the pod.
+pub const AGENT_PORT: i32 = 9106;
+const AGENT_PORT_NAME: &str = "agent";
 pub const EXPORTER_USER: &str = "exporter";
 /// The exporter's port.
 pub const EXPORTER_PORT: i32 = 9104;

@@ -607,7 +607,15 @@ fn job_for(input: &Input<'_>, op: &Operation) -> Job {
         }
         OperationKind::Switchover => "switchover.sh",
     };
-    let mut job = job::build(c, &JobRequest { purpose: purpose(op.kind), suffix: String::new(), script, env: vars });
+    let mut job = job::build(
+        c,
+        &JobRequest {
+            purpose: purpose(op.kind),
+            suffix: String::new(),
+            program: job::Program::Script(script),
+            env: vars,
+        },
+    );
     job.metadata.name = Some(op.job.clone());
     job.metadata.annotations = Some(std::collections::BTreeMap::from([(REASON.to_owned(), op.reason.clone())]));
     job

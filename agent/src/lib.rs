@@ -1,0 +1,52 @@
+//! The agent: everything of mysql-hook that talks to a database server.
+//!
+//! The pure hook decides; the agent acts. It is one static binary,
+//! `mysql-hook-agent`, that every server pod and Job pod gets from the hook's own
+//! image (the `install-scripts` init container copies it beside the scripts), so a
+//! pod always runs the agent of the hook that built it, in any server image
+//! whatever its C library. Each command reads its environment
+//! ([`context::Context`]), talks to servers through a MySQL-protocol client
+//! ([`server`]), builds SQL only through [`sql`], and ends with one
+//! [`protocol::Report`] line that the hook reads with the same type.
+//!
+//! A newcomer's map:
+//! - [`context`]: the environment a command is given (members, credentials, TLS);
+//! - [`server`]: a session with one server, and the reads every command makes;
+//! - [`sql`]: quoting, the only place SQL is built from values;
+//! - [`status`]: replica status, typed;
+//! - [`probe`]: the server pods' probes;
+//! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
+//! - [`users`]: the application accounts of `spec.users`.
+
+pub mod context;
+pub mod probe;
+pub mod server;
+pub mod sidecar;
+pub mod sql;
+pub mod status;
+pub mod users;
+
+pub use protocol::Report;
+
+/// Why a command failed: a stable `reason` the hook may act on, and a message for
+/// people. It becomes the command's error [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    #[must_use]
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self { reason, message: message.into() }
+    }
+
+    /// The error report of this failure.
+    #[must_use]
+    pub fn report(&self) -> Report {
+        Report::error(self.reason, self.message.clone())
+    }
+}
+
+pub type Result<T, E = Failure> = std::result::Result<T, E>;

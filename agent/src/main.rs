@@ -1,0 +1,63 @@
+//! `mysql-hook-agent COMMAND`: one command per operation on the servers, each
+//! configured by its environment (see the library's modules), each ending with one
+//! report line on stdout and in the termination log (`TERMINATION_LOG`, default
+//! `/dev/termination-log`), exit status 0 for success and 1 for an error.
+
+use std::process::ExitCode;
+
+use agent::{
+    Failure, Report,
+    context::{Context, Env as _, ProcessEnv},
+};
+
+fn main() -> ExitCode {
+    let env = ProcessEnv;
+    let command = std::env::args().nth(1).unwrap_or_default();
+    if command == "probe" {
+        return probe(&env, &std::env::args().nth(2).unwrap_or_default());
+    }
+    if command == "sidecar" {
+        return match agent::sidecar::run(std::sync::Arc::new(ProcessEnv)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(f) => {
+                println!("{}", f.report().line());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let report = run(&command, &env).unwrap_or_else(|f| f.report());
+    let line = report.line();
+    println!("{line}");
+    let log = env.var("TERMINATION_LOG").unwrap_or_else(|| "/dev/termination-log".to_owned());
+    if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
+        eprintln!("{command}: cannot write {log}: {e}");
+    }
+    if report.result == "error" { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// `probe liveness|readiness|candidate`: a kubelet exec probe. One line on stdout
+/// says why (the kubelet shows it in the pod's events); exit 0 passes. It writes
+/// no termination log: that belongs to the container probed.
+fn probe(env: &ProcessEnv, mode: &str) -> ExitCode {
+    use agent::probe::{self, Paths, Verdict};
+    let paths = Paths::from_env(env);
+    let verdict = match (mode, Context::from_env(env)) {
+        ("candidate", _) => probe::candidate_now(env, &paths),
+        ("readiness", Ok(ctx)) => probe::readiness_now(&ctx, env, &paths),
+        ("liveness", Ok(ctx)) => probe::liveness_now(&ctx, &paths),
+        ("readiness" | "liveness", Err(f)) => Verdict::Fail(format!("probe: {}", f.message)),
+        (other, _) => {
+            Verdict::Fail(format!("usage: mysql-hook-agent probe liveness|readiness|candidate (got {other:?})"))
+        }
+    };
+    println!("{}", verdict.text());
+    if verdict.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
+    match command {
+        "users" => agent::users::run(&Context::from_env(env)?, env),
+        "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
+        other => Err(Failure::new("bad-env", format!("unknown command {other:?}; one of: users"))),
+    }
+}

@@ -1,0 +1,332 @@
+//! The server pods' probes: may this server take client traffic (readiness), is
+//! mysqld alive (liveness), could it be promoted (candidate).
+//!
+//! What the probes decide is a pure function of a few facts ([`Facts`]), unit
+//! tested here; [`gather`] reads them from the server (one session over its own
+//! socket, as root: root has no network account) and from the files the pod
+//! mounts. The rules, in this order (the same as the shell probe's, so a rolling
+//! cluster judges every pod alike):
+//!
+//! 1. The recorded primary (`PRIMARY_FILE` names this pod) of a bootstrapped
+//!    cluster is Ready only while writable. Every server starts read-only, so a
+//!    recorded primary that restarted comes back read-only: NotReady lets the
+//!    hook's failover (after its grace period) promote the most advanced server,
+//!    possibly this one again, instead of an "up" primary nobody can write to.
+//! 2. Writable and replicating from nobody: Ready (a primary the mounted file does
+//!    not name yet; the kubelet refreshes it up to a minute late).
+//! 3. A rebuild marker (transactions the primary lacks): NotReady.
+//! 4. A seed marker (a donor's data is being copied in): NotReady.
+//! 5. A cluster not bootstrapped yet (neither `INITIALIZED_FILE` says `true` nor
+//!    the `repl` account exists): Ready when it answers (restores and the
+//!    bootstrap need the servers up).
+//! 6. A replica: Ready only while both replication threads run without a recorded
+//!    error and it lags at most `MAX_LAG_FILE` seconds (default 60), so a stopped,
+//!    seeding, unjoined or far-behind replica serves no stale reads.
+
+use std::path::{Path, PathBuf};
+
+use crate::{
+    Failure, Result,
+    context::{Context, Env, Flavor},
+    server::Server,
+    status::ReplicaStatus,
+};
+
+/// What a probe says, and why (the kubelet shows it in the pod's events).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass(String),
+    Fail(String),
+}
+
+impl Verdict {
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        matches!(self, Self::Pass(_))
+    }
+    #[must_use]
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Pass(t) | Self::Fail(t) => t,
+        }
+    }
+}
+
+/// What readiness is decided from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Facts {
+    pub pod: String,
+    pub writable: bool,
+    /// The replication account exists (the cluster was bootstrapped).
+    pub repl_account: bool,
+    pub replica: Option<ReplicaStatus>,
+    /// `PRIMARY_FILE`'s first line.
+    pub recorded_primary: Option<String>,
+    /// `INITIALIZED_FILE` says `true`.
+    pub initialized: bool,
+    /// The rebuild marker's first line, when it exists.
+    pub rebuild: Option<String>,
+    /// The seed marker's donor and start, when it exists.
+    pub seed: Option<(String, String)>,
+    pub max_lag: u64,
+}
+
+/// The default for `MAX_LAG_FILE` (`spec.replication.maxLagSeconds`).
+pub const DEFAULT_MAX_LAG: u64 = 60;
+
+/// Readiness (see the module docs for the rules).
+#[must_use]
+pub fn readiness(f: &Facts) -> Verdict {
+    let me = &f.pod;
+    let bootstrapped = f.initialized || f.repl_account;
+    if f.recorded_primary.as_deref() == Some(me.as_str()) && bootstrapped {
+        return if f.writable {
+            Verdict::Pass(format!("ready: {me} is the primary (writable)"))
+        } else {
+            Verdict::Fail(format!("not ready: {me} is the recorded primary but read-only"))
+        };
+    }
+    if f.replica.is_none() && f.writable {
+        return Verdict::Pass(format!(
+            "ready: {me} is writable and replicates from nobody (the primary; the primary file names {} yet)",
+            f.recorded_primary.as_deref().unwrap_or("nobody")
+        ));
+    }
+    if let Some(why) = &f.rebuild {
+        return Verdict::Fail(format!("not ready: {me} must be rebuilt: {}", clip(why, 300)));
+    }
+    if let Some((donor, since)) = &f.seed {
+        return Verdict::Fail(format!("not ready: {me} is being seeded from {donor} since {since} (copying its data)"));
+    }
+    if !bootstrapped {
+        return Verdict::Pass(format!(
+            "ready: read_only={}, the cluster is not bootstrapped yet (primary {})",
+            u8::from(!f.writable),
+            f.recorded_primary.as_deref().unwrap_or("none")
+        ));
+    }
+    let Some(r) = &f.replica else {
+        return Verdict::Fail(format!(
+            "not ready: {me} does not replicate (its agent has not joined it to {} yet)",
+            f.recorded_primary.as_deref().unwrap_or("the primary")
+        ));
+    };
+    if !r.healthy() {
+        let mut why = format!("receiver {:?}, applier {:?}", r.receiver, r.applier);
+        if r.receiver_errno != 0 {
+            why.push_str(&format!("; receiver error {}: {}", r.receiver_errno, clip(&r.receiver_error, 200)));
+        }
+        if r.applier_errno != 0 {
+            why.push_str(&format!("; applier error {}: {}", r.applier_errno, clip(&r.applier_error, 200)));
+        }
+        return Verdict::Fail(format!("not ready: {me} replicates from {} with {why}", r.source_host));
+    }
+    match r.lag {
+        None => Verdict::Fail(format!("not ready: {me} replicates from {}, lag unknown (NULL)", r.source_host)),
+        Some(lag) if lag > f.max_lag => {
+            Verdict::Fail(format!("not ready: {me} lags {lag}s behind {} (at most {}s)", r.source_host, f.max_lag))
+        }
+        Some(lag) => {
+            Verdict::Pass(format!("ready: {me} replicates from {}, lag {lag}s (at most {}s)", r.source_host, f.max_lag))
+        }
+    }
+}
+
+/// Could this server be promoted? Not while it holds a partial copy (seed
+/// marker) or transactions the primary lacks (rebuild marker, unless it is the
+/// recorded primary). No server call: a replica whose primary died is NotReady
+/// (its receiver fails) but is exactly what a failover needs.
+#[must_use]
+pub fn candidate(pod: &str, recorded_primary: Option<&str>, seeding: bool, rebuild: bool) -> Verdict {
+    if seeding {
+        Verdict::Fail(format!("not a candidate: {pod} is being seeded (partial data)"))
+    } else if rebuild && recorded_primary != Some(pod) {
+        Verdict::Fail(format!("not a candidate: {pod} holds transactions the primary lacks"))
+    } else {
+        Verdict::Pass("candidate".to_owned())
+    }
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.len() <= n {
+        return s.to_owned();
+    }
+    let end = (0..=n).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+    format!("{}...", &s[..end])
+}
+
+/// The files and names the probes read, from the pod's environment.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub pod: String,
+    pub socket: PathBuf,
+    pub primary_file: Option<PathBuf>,
+    pub initialized_file: Option<PathBuf>,
+    pub rebuild_marker: Option<PathBuf>,
+    pub seed_marker: Option<PathBuf>,
+    pub max_lag_file: Option<PathBuf>,
+}
+
+impl Paths {
+    #[must_use]
+    pub fn from_env(env: &dyn Env) -> Self {
+        let path = |name: &str| env.var(name).map(PathBuf::from);
+        Self {
+            pod: env.var("POD_NAME").unwrap_or_else(|| "this server".to_owned()),
+            socket: path("SERVER_SOCKET").unwrap_or_else(|| PathBuf::from("/var/run/mysqld/mysqld.sock")),
+            primary_file: path("PRIMARY_FILE"),
+            initialized_file: path("INITIALIZED_FILE"),
+            rebuild_marker: path("REBUILD_MARKER"),
+            seed_marker: path("SEED_MARKER"),
+            max_lag_file: path("MAX_LAG_FILE"),
+        }
+    }
+}
+
+/// A file's first line without whitespace; `None` when unreadable or empty.
+fn first_line(env: &dyn Env, path: Option<&Path>) -> Option<String> {
+    let bytes = env.read(path?).ok()?;
+    let line: String = String::from_utf8_lossy(&bytes).lines().next()?.split_whitespace().collect();
+    (!line.is_empty()).then_some(line)
+}
+
+/// The candidate probe, from the markers alone.
+#[must_use]
+pub fn candidate_now(env: &dyn Env, p: &Paths) -> Verdict {
+    let exists = |path: &Option<PathBuf>| path.as_deref().is_some_and(Path::exists);
+    candidate(
+        &p.pod,
+        first_line(env, p.primary_file.as_deref()).as_deref(),
+        exists(&p.seed_marker),
+        exists(&p.rebuild_marker),
+    )
+}
+
+/// Reads the facts: the server through `s`, the rest from the pod's files.
+///
+/// # Errors
+/// The server's error.
+pub fn gather(s: &mut Server, env: &dyn Env, p: &Paths) -> Result<Facts> {
+    let writable = s.writable()?;
+    let repl_account = s.value("SELECT COUNT(*) FROM mysql.user WHERE user = 'repl'")?.as_deref() != Some("0");
+    let q = match s.flavor {
+        Flavor::Mysql => "SHOW REPLICA STATUS",
+        Flavor::Mariadb => "SHOW SLAVE STATUS",
+    };
+    let rows = s.rows(q)?;
+    let replica = ReplicaStatus::from_rows(&s.name, &rows)?;
+    let seed = first_line_raw(env, p.seed_marker.as_deref()).map(|l| {
+        let mut words = l.split_whitespace();
+        (words.next().unwrap_or("a donor").to_owned(), words.next().unwrap_or("?").to_owned())
+    });
+    let max_lag = first_line(env, p.max_lag_file.as_deref()).and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_LAG);
+    Ok(Facts {
+        pod: p.pod.clone(),
+        writable,
+        repl_account,
+        replica,
+        recorded_primary: first_line(env, p.primary_file.as_deref()),
+        initialized: first_line(env, p.initialized_file.as_deref()).as_deref() == Some("true"),
+        rebuild: first_line_raw(env, p.rebuild_marker.as_deref()),
+        seed,
+        max_lag,
+    })
+}
+
+/// A file's first line as it is (`None` when the file does not exist).
+fn first_line_raw(env: &dyn Env, path: Option<&Path>) -> Option<String> {
+    let bytes = env.read(path?).ok()?;
+    Some(String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().to_owned())
+}
+
+/// The readiness probe: one session over the socket.
+#[must_use]
+pub fn readiness_now(ctx: &Context, env: &dyn Env, p: &Paths) -> Verdict {
+    let facts = Server::connect_socket(ctx, &p.pod, &p.socket)
+        .map_err(|e| Failure::new("unreachable", e.to_string()))
+        .and_then(|mut s| gather(&mut s, env, p));
+    match facts {
+        Ok(f) => readiness(&f),
+        Err(f) => Verdict::Fail(format!("not ready: {}", f.message)),
+    }
+}
+
+/// Liveness: the server answers on its socket, even if it refuses the login (a
+/// wrong password is no reason to restart it).
+#[must_use]
+pub fn liveness_now(ctx: &Context, p: &Paths) -> Verdict {
+    match Server::connect_socket(ctx, &p.pod, &p.socket) {
+        Ok(_) => Verdict::Pass(format!("alive: {} answers", p.pod)),
+        Err(crate::server::ConnectError::Refused(m)) => Verdict::Pass(format!("alive: {} answers ({m})", p.pod)),
+        Err(crate::server::ConnectError::Unreachable(m)) => Verdict::Fail(format!("not alive: {m}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::Thread;
+
+    fn replica(receiver: Thread, lag: Option<u64>) -> ReplicaStatus {
+        ReplicaStatus {
+            source_host: "db-0.db".into(),
+            source_port: 3306,
+            receiver,
+            applier: Thread::Yes,
+            lag,
+            receiver_errno: 0,
+            receiver_error: String::new(),
+            applier_errno: 0,
+            applier_error: String::new(),
+        }
+    }
+
+    fn facts() -> Facts {
+        Facts {
+            pod: "db-1".into(),
+            repl_account: true,
+            recorded_primary: Some("db-0".into()),
+            max_lag: 60,
+            replica: Some(replica(Thread::Yes, Some(0))),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn a_healthy_replica_is_ready() {
+        assert!(readiness(&facts()).passed());
+        let behind = Facts { replica: Some(replica(Thread::Yes, Some(61))), ..facts() };
+        assert!(readiness(&behind).text().contains("lags 61s"));
+        let lost = Facts { replica: Some(replica(Thread::Connecting, Some(0))), ..facts() };
+        assert!(!readiness(&lost).passed());
+        let unknown = Facts { replica: Some(replica(Thread::Yes, None)), ..facts() };
+        assert!(readiness(&unknown).text().contains("lag unknown"));
+    }
+
+    #[test]
+    fn the_recorded_primary_is_ready_only_while_writable() {
+        let primary = Facts { pod: "db-0".into(), replica: None, ..facts() };
+        assert!(!readiness(&primary).passed(), "restarted read-only: the failover must see it");
+        assert!(readiness(&Facts { writable: true, ..primary }).passed());
+    }
+
+    #[test]
+    fn markers_and_bootstrap() {
+        let rebuild = Facts { rebuild: Some("errant 0-2-5".into()), ..facts() };
+        assert!(readiness(&rebuild).text().contains("must be rebuilt: errant 0-2-5"));
+        let seeding = Facts { seed: Some(("db-2".into(), "12:00".into())), ..facts() };
+        assert!(readiness(&seeding).text().contains("seeded from db-2"));
+        let fresh = Facts { repl_account: false, replica: None, ..facts() };
+        assert!(readiness(&fresh).passed(), "not bootstrapped: up is enough");
+        let unjoined = Facts { replica: None, ..facts() };
+        assert!(readiness(&unjoined).text().contains("does not replicate"));
+    }
+
+    #[test]
+    fn candidates() {
+        assert!(candidate("db-1", Some("db-0"), false, false).passed());
+        assert!(!candidate("db-1", Some("db-0"), true, false).passed());
+        assert!(!candidate("db-1", Some("db-0"), false, true).passed());
+        assert!(candidate("db-0", Some("db-0"), false, true).passed(), "the recorded primary itself");
+    }
+}

@@ -1,0 +1,233 @@
+//! `mysql-hook-agent sidecar`: the `agent` container of every server pod.
+//!
+//! Two jobs, on two threads, so a slow one never holds the other up:
+//!
+//! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
+//!   the one-shot steps that keep this server in its role: `join.sh` (become or
+//!   stay a replica of the recorded primary), and on the primary `operator-user.sh`
+//!   (with `OPERATOR_PASSWORD_FILE`) and `exporter-user.sh` (with
+//!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
+//!   `tls-reload.sh` at the start and whenever the mounted certificate, key or CA
+//!   change. Those steps are still scripts (issue 32 ports them one by one); this
+//!   loop, which was `agent.sh`, is not. Each step's result line is printed when it
+//!   differs from the last one.
+//! - **Answer the probes** on `AGENT_LISTEN` (default `0.0.0.0:9106`), from one
+//!   session with the local server kept open between probes (reopened when it
+//!   breaks): `GET /readyz` is mysqld's readiness ([`crate::probe::readiness`]),
+//!   `GET /candidate` this container's own readiness (could the server be
+//!   promoted), `GET /livez` whether the agent runs. 200 passes, 503 fails; the
+//!   body says why. Liveness of mysqld stays an exec probe of its own
+//!   (`mysql-hook-agent probe liveness`), so an agent that stopped answering can
+//!   never get the database restarted.
+//!
+//! SIGTERM ends it at once (it is PID 1 of its container).
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use crate::{
+    Failure, Result,
+    context::{Context, Env},
+    probe::{self, Paths, Verdict},
+    server::Server,
+};
+
+/// The port the probes are answered on.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9106";
+
+/// The readiness answer, from a session kept open between probes.
+pub struct Prober {
+    ctx: Context,
+    paths: Paths,
+    session: Mutex<Option<Server>>,
+}
+
+impl Prober {
+    #[must_use]
+    pub fn new(ctx: Context, paths: Paths) -> Self {
+        Self { ctx, paths, session: Mutex::new(None) }
+    }
+
+    /// Readiness now: through the kept session, opened (again) when it is missing
+    /// or a query on it failed.
+    pub fn readiness(&self, env: &dyn Env) -> Verdict {
+        let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A kept session that fails (a restarted server) is opened once more.
+        let kept = guard.is_some();
+        for fresh in [!kept, true] {
+            if fresh {
+                match Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket) {
+                    Ok(s) => *guard = Some(s),
+                    Err(e) => {
+                        *guard = None;
+                        return Verdict::Fail(format!("not ready: {e}"));
+                    }
+                }
+            }
+            let Some(s) = guard.as_mut() else { break };
+            match probe::gather(s, env, &self.paths) {
+                Ok(facts) => return probe::readiness(&facts),
+                Err(f) if fresh => {
+                    *guard = None;
+                    return Verdict::Fail(format!("not ready: {}", f.message));
+                }
+                Err(_) => {}
+            }
+        }
+        Verdict::Fail("not ready: no session with the server".to_owned())
+    }
+
+    pub fn candidate(&self, env: &dyn Env) -> Verdict {
+        probe::candidate_now(env, &self.paths)
+    }
+}
+
+/// One HTTP/1.1 request on `stream`, answered and closed. Only `GET` of the three
+/// paths; the request line is all that is read.
+fn answer(stream: &mut TcpStream, prober: &Prober, env: &dyn Env) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let mut reader = BufReader::new(&*stream);
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
+    let verdict = match path.as_str() {
+        "/readyz" => prober.readiness(env),
+        "/candidate" => prober.candidate(env),
+        "/livez" => Verdict::Pass("the agent runs".to_owned()),
+        _ => {
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            return;
+        }
+    };
+    let (status, body) = match &verdict {
+        Verdict::Pass(t) => ("200 OK", t),
+        Verdict::Fail(t) => ("503 Service Unavailable", t),
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}\n",
+        body.len() + 1
+    );
+}
+
+/// The probe server: one thread, one request at a time (the kubelet sends a few
+/// a second at most).
+///
+/// # Errors
+/// `bad-env` when the address cannot be listened on.
+pub fn serve_probes(listen: &str, prober: Arc<Prober>, env: Arc<dyn Env + Send + Sync>) -> Result<()> {
+    let listener =
+        TcpListener::bind(listen).map_err(|e| Failure::new("bad-env", format!("AGENT_LISTEN {listen}: {e}")))?;
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            answer(&mut s, &prober, env.as_ref());
+        }
+    });
+    Ok(())
+}
+
+/// The last stdout line of a step (a script's result line).
+fn step(scripts: &Path, script: &str) -> String {
+    match Command::new("bash").arg(scripts.join(script)).output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_owned(),
+        Err(e) => format!(r#"{{"result":"error","reason":"script-failed","message":"{script}: {e}"}}"#),
+    }
+}
+
+/// The loop's memory: the last line of each step, and the TLS files last loaded.
+#[derive(Default)]
+struct Loop {
+    last: std::collections::BTreeMap<&'static str, String>,
+    tls_loaded: Option<Vec<u8>>,
+}
+
+impl Loop {
+    fn report(&mut self, name: &'static str, line: String) -> String {
+        if self.last.get(name) != Some(&line) {
+            println!("{line}");
+            self.last.insert(name, line.clone());
+        }
+        line
+    }
+}
+
+/// The TLS files' bytes, to notice a renewal.
+fn tls_files(ca: &Path) -> Option<Vec<u8>> {
+    let dir = ca.parent()?;
+    let mut all = Vec::new();
+    for f in ["tls.crt", "tls.key", "ca.crt"] {
+        all.extend(std::fs::read(dir.join(f)).ok()?);
+    }
+    Some(all)
+}
+
+/// The sidecar (see the module docs). Runs until SIGTERM.
+///
+/// # Errors
+/// A setting it cannot work with.
+pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .map_err(|e| Failure::new("bad-env", format!("cannot handle signals: {e}")))?;
+    }
+    let ctx = Context::from_env(env.as_ref())?;
+    let paths = Paths::from_env(env.as_ref());
+    let interval = env.var("AGENT_INTERVAL").and_then(|v| v.parse().ok()).unwrap_or(10_u64);
+    let iterations: u64 = env.var("AGENT_ITERATIONS").and_then(|v| v.parse().ok()).unwrap_or(0);
+    // The scripts are installed beside the agent (install-scripts); SCRIPTS_DIR
+    // names them elsewhere (the tests).
+    let scripts = env
+        .var("SCRIPTS_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)))
+        .unwrap_or_else(|| PathBuf::from("/opt/mysql-hook"));
+    let listen = env.var("AGENT_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    serve_probes(&listen, Arc::new(Prober::new(ctx, paths)), Arc::clone(&env))?;
+    let tls_ca = env
+        .var("TLS_MODE_FILE")
+        .map(|_| PathBuf::from(env.var("TLS_CA").unwrap_or_else(|| "/etc/mysql/tls/ca.crt".to_owned())));
+    let mut state = Loop::default();
+    let mut round = 0_u64;
+    while !stop.load(Ordering::Relaxed) {
+        let joined = state.report("join", step(&scripts, "join.sh"));
+        let primary = protocol::Report::parse(&joined).result == "is-primary";
+        if primary && (env.var("OPERATOR_PASSWORD_FILE").is_some() || env.var("OPERATOR_PASSWORD").is_some()) {
+            state.report("operator", step(&scripts, "operator-user.sh"));
+        }
+        if primary && (env.var("EXPORTER_PASSWORD_FILE").is_some() || env.var("EXPORTER_PASSWORD").is_some()) {
+            state.report("exporter", step(&scripts, "exporter-user.sh"));
+        }
+        if let Some(ca) = &tls_ca
+            && let Some(files) = tls_files(ca)
+            && state.tls_loaded.as_ref() != Some(&files)
+        {
+            let line = state.report("tls", step(&scripts, "tls-reload.sh"));
+            if protocol::Report::parse(&line).result == "reloaded" {
+                state.tls_loaded = Some(files);
+            }
+        }
+        round += 1;
+        if iterations > 0 && round >= iterations {
+            break;
+        }
+        for _ in 0..interval * 10 {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}

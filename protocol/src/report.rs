@@ -1,0 +1,196 @@
+//! The one-line JSON report every agent command ends with.
+//!
+//! The agent prints it on stdout and writes it to the container's termination log
+//! (`/dev/termination-log`), where the hook reads it back from the pod's status.
+//! Kubernetes keeps at most 4096 bytes of a termination message, so a report is
+//! kept under [`MAX_LINE`]: when too long, the lists go first and then the message
+//! is shortened, never `result`, `reason` or `promoted` (the hook acts on them),
+//! and `truncated` says so.
+//!
+//! The field names are those of the shell scripts' result lines, so the hook reads
+//! a line of the previous release with the same type while a cluster rolls onto
+//! this one (`tests` below parse lines the scripts wrote).
+
+use serde::{Deserialize, Serialize};
+
+/// The longest line written (bytes, without the newline); Kubernetes keeps 4096.
+pub const MAX_LINE: usize = 4000;
+
+/// What an agent command (or a script of an earlier release) reports.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// What happened: `users-applied`, `promoted`, ..., or `error`.
+    #[serde(default)]
+    pub result: String,
+    /// Why it failed (with `result: error`): a stable word the hook may act on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The pod a role change made writable: carried by every report once it
+    /// happened, errors included, so the hook follows a promotion whatever failed
+    /// after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted: Option<String>,
+    /// The pod a failover or switchover promoted (or bootstrap chose), or the
+    /// primary an account Job wrote on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    /// Binary log files: copied by a backup, to replay in a restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binlogs: Option<i64>,
+    /// How long a step took (a restore's load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// A backup's checksum (SHA-256 of its `SHA256SUMS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// A backup restored into a throwaway server before it counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_tables: Option<i64>,
+    /// A binary log archive run: every transaction before this time is archived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// The application accounts a users run made exist as declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<Vec<String>>,
+    /// The accounts it dropped (made by an earlier run, no longer declared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Vec<String>>,
+    /// A human-readable account of what happened or went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Fields were left out to keep the line short enough.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+impl Report {
+    /// A success report.
+    #[must_use]
+    pub fn new(result: &str) -> Self {
+        Self { result: result.to_owned(), ..Self::default() }
+    }
+
+    /// An error report with its reason and message.
+    #[must_use]
+    pub fn error(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            result: "error".to_owned(),
+            reason: Some(reason.to_owned()),
+            message: Some(message.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A report line, or the raw text (a log tail) as the message: what the hook
+    /// does with a termination message.
+    #[must_use]
+    pub fn parse(text: &str) -> Self {
+        serde_json::from_str(text.trim()).unwrap_or_else(|_| Self {
+            result: "error".to_owned(),
+            message: Some(text.trim().to_owned()),
+            ..Self::default()
+        })
+    }
+
+    /// `reason: message`, for conditions.
+    #[must_use]
+    pub fn explain(&self) -> String {
+        match (&self.reason, &self.message) {
+            (Some(r), Some(m)) => format!("{r}: {m}"),
+            (Some(r), None) => r.clone(),
+            (None, Some(m)) => m.clone(),
+            (None, None) => self.result.clone(),
+        }
+    }
+
+    /// The report as one line of JSON of at most [`MAX_LINE`] bytes (see the
+    /// module docs for what is left out first).
+    #[must_use]
+    pub fn line(&self) -> String {
+        let mut r = self.clone();
+        loop {
+            let text = serde_json::to_string(&r).unwrap_or_else(|_| String::from(r#"{"result":"error"}"#));
+            if text.len() <= MAX_LINE {
+                return text;
+            }
+            r.truncated = true;
+            if r.users.take().is_some() || r.dropped.take().is_some() {
+                continue;
+            }
+            match &mut r.message {
+                Some(m) if m.len() > 200 => {
+                    let keep = m.char_indices().map(|(i, _)| i).take_while(|&i| i <= m.len() / 2).last().unwrap_or(0);
+                    m.truncate(keep);
+                    m.push_str("...");
+                }
+                _ => {
+                    // Only short fields are left: drop the free-text ones.
+                    if r.message.take().is_none() && r.gtid.take().is_none() && r.location.take().is_none() {
+                        return text;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines as the shell scripts of the previous release wrote them: the hook
+    /// reads them with this type while a cluster rolls onto the agent.
+    #[test]
+    fn reads_the_lines_of_the_scripts() {
+        let users =
+            Report::parse(r#"{"result":"users-applied","primary":"db-0","users":["app","app_ro"],"dropped":[]}"#);
+        assert_eq!(users.result, "users-applied");
+        assert_eq!(users.users.as_deref(), Some(&["app".to_owned(), "app_ro".to_owned()][..]));
+        let failed = Report::parse(
+            r#"{"result":"error","primary":"db-1","promoted":"db-1","reason":"apply-timeout","message":"boom","truncated":true}"#,
+        );
+        assert_eq!(failed.promoted.as_deref(), Some("db-1"));
+        assert_eq!(failed.explain(), "apply-timeout: boom");
+        assert!(failed.truncated);
+        // Unknown fields of other scripts are ignored, as the hook always did.
+        let backup = Report::parse(r#"{"result":"backed-up","source":"db-1","bytes":10,"files":[{"path":"a"}]}"#);
+        assert_eq!((backup.source.as_deref(), backup.bytes), (Some("db-1"), Some(10)));
+        // A log tail instead of a line.
+        assert_eq!(Report::parse("Killed\n").message.as_deref(), Some("Killed"));
+    }
+
+    #[test]
+    fn long_reports_keep_what_the_hook_acts_on() {
+        let mut r = Report::error("apply-timeout", "x".repeat(10_000));
+        r.promoted = Some("db-1".to_owned());
+        r.users = Some((0..500).map(|i| format!("user{i}")).collect());
+        let line = r.line();
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        let back = Report::parse(&line);
+        assert_eq!(back.reason.as_deref(), Some("apply-timeout"));
+        assert_eq!(back.promoted.as_deref(), Some("db-1"));
+        assert!(back.truncated && back.users.is_none());
+        assert!(back.message.is_some_and(|m| m.ends_with("...")));
+    }
+
+    #[test]
+    fn short_reports_are_written_whole() {
+        let mut r = Report::new("users-applied");
+        r.users = Some(vec!["app".to_owned()]);
+        r.dropped = Some(vec![]);
+        assert_eq!(r.line(), r#"{"result":"users-applied","users":["app"],"dropped":[]}"#);
+    }
+}
