@@ -291,9 +291,42 @@ def pods(ready, cluster="db"):
     return [server_pod(f"{cluster}-{i}", i, r, cluster=cluster) for i, r in enumerate(ready)]
 
 
+# Issue 30.5: the fixtures' backup store, a volume claim its owner opted in (label);
+# the customize hooks ask Metacontroller for such claims whenever a store may be a
+# claim, so every request that names one carries it (write() adds it).
+STORE_CLAIM = {
+    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "mysql-backups", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000003",
+                 "resourceVersion": "39002", "creationTimestamp": "2026-11-01T09:00:00Z",
+                 "labels": {"mysqlhook.dev/backup-store": "true"}},
+    "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "100Gi"}}},
+    "status": {"phase": "Bound"},
+}
+NO_STORE_CLAIM = "no-store-claim"
+
+
+def with_store_claim(body):
+    """The labelled store claim in a request whose parent names a claim store (or
+    restores from a MySQLBackup, whose store may be one), unless it says
+    NO_STORE_CLAIM."""
+    if not isinstance(body.get("related"), dict):
+        return body
+    # a copy: callers share their related objects between requests
+    body = dict(body, related=copy.deepcopy(body["related"]))
+    rel = body["related"]
+    if rel.pop(NO_STORE_CLAIM, False):
+        return body
+    spec = json.dumps(body.get("parent", {}).get("spec", {}))
+    if '"persistentVolumeClaim"' in spec or '"backup":' in spec or body.get("parent", {}).get("kind") == "MySQLBackup":
+        rel.setdefault("PersistentVolumeClaim.v1", {}).setdefault(f"{NS}/mysql-backups", copy.deepcopy(STORE_CLAIM))
+    return body
+
+
 def write(hook, scenario, body, raw=None):
     d = os.path.join(ROOT, hook, scenario)
     os.makedirs(d, exist_ok=True)
+    if raw is None:
+        body = with_store_claim(body)
     with open(os.path.join(d, "request.json"), "w") as f:
         if raw is not None:
             f.write(raw)
@@ -1142,6 +1175,9 @@ def backup_scenarios(running, st, live, deleting):
     ready3 = related(*pods([True, True, True]))
     # Scheduled backups: the CronJob, only once the cluster is initialized.
     write("sync", "backup-cronjob-pvc", request(parent(status=st, backup=PVC_BACKUP), live, ready3))
+    # Issue 30.5: a claim its owner did not opt in is no store (no CronJob).
+    write("sync", "backup-pvc-not-opted-in", request(parent(status=st, backup=PVC_BACKUP), live,
+                                                     dict(copy.deepcopy(ready3), **{NO_STORE_CLAIM: True})))
     write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, with_s3_secret(ready3)))
     # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
     # uploader image off the installer's list, a server image off it.
@@ -1325,6 +1361,10 @@ def backup_scenarios(running, st, live, deleting):
             parent(restore={"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},
                             "name": "db-backup-29932020", "parallel": 4}, status=new_r["status"]),
             observed(new_r["children"]), related(*pods([True, False, False]))))
+        write("sync", "restore-pvc-not-opted-in", request(
+            parent(restore={"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},
+                            "name": "db-backup-29932020"}, status=new_r["status"]),
+            observed(new_r["children"]), dict(related(*pods([True, False, False])), **{NO_STORE_CLAIM: True})))
         write("sync", "restore-s3-credentials-not-opted-in", request(
             parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))

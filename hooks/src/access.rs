@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
-    api::core::v1::{Secret, ServiceAccount},
+    api::core::v1::{PersistentVolumeClaim, Secret, ServiceAccount},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
 
@@ -74,6 +74,23 @@ impl From<Refusal> for Problem {
 #[must_use]
 pub fn opted_in_secrets(namespace: &str) -> RelatedResourceRule {
     secrets_labelled(namespace, BACKUP_CREDENTIALS_LABEL)
+}
+
+/// The label a volume claim's owner sets (to `"true"`) to let `MySQL` and
+/// `MySQLBackup` objects of its namespace use it as a backup store (issue 30.5):
+/// backup Jobs mount a store read-write and restores load what it holds, so a
+/// claim of the namespace (another cluster's data volume, its backups) is no
+/// store until its owner says so. `allowed-clusters` narrows it as for Secrets.
+pub const BACKUP_STORE_LABEL: &str = "mysqlhook.dev/backup-store";
+
+/// The customize rule that brings the namespace's claims opted in as backup
+/// stores into every sync.
+#[must_use]
+pub fn opted_in_claims(namespace: &str) -> RelatedResourceRule {
+    RelatedResourceRule {
+        resource: "persistentvolumeclaims".to_owned(),
+        ..secrets_labelled(namespace, BACKUP_STORE_LABEL)
+    }
 }
 
 /// The customize rule that brings the namespace's opted-in ServiceAccounts (and
@@ -190,6 +207,8 @@ pub struct Gate<'a> {
     pub secrets: &'a ByKey<Secret>,
     /// The opted-in ServiceAccounts Metacontroller sent (related objects).
     pub service_accounts: &'a ByKey<ServiceAccount>,
+    /// The volume claims Metacontroller sent: those opted in as stores among them.
+    pub claims: &'a ByKey<PersistentVolumeClaim>,
     pub allowed_images: &'a [String],
 }
 
@@ -197,15 +216,15 @@ impl Gate<'_> {
     /// The opted-in Secret `name` that this cluster may use (`what` says what for).
     fn opted_in(&self, name: &str, what: &str) -> Result<&Secret, Refusal> {
         let secret = self.secrets.get(&format!("{}/{name}", self.namespace));
-        self.check_opt_in(secret.map(|s| &s.metadata), "Secret", name, what)?;
-        secret.ok_or_else(|| self.not_opted_in("Secret", name, what))
+        self.check_opt_in(secret.map(|s| &s.metadata), "Secret", name, what, BACKUP_CREDENTIALS_LABEL)?;
+        secret.ok_or_else(|| self.not_opted_in("Secret", name, what, BACKUP_CREDENTIALS_LABEL))
     }
 
-    fn not_opted_in(&self, kind: &str, name: &str, what: &str) -> Refusal {
+    fn not_opted_in(&self, kind: &str, name: &str, what: &str, label: &str) -> Refusal {
         Refusal {
-            reason: "BackupCredentialsNotAllowed",
+            reason: if label == BACKUP_STORE_LABEL { "BackupStoreNotAllowed" } else { "BackupCredentialsNotAllowed" },
             message: format!(
-                "the {what} {kind} {name} is not opted in: a store may only use a {kind} of namespace {} labelled {BACKUP_CREDENTIALS_LABEL}=true (set by whoever owns the {kind}); no such {kind} {name} is observed",
+                "the {what} {kind} {name} is not opted in: a store may only use a {kind} of namespace {} labelled {label}=true (set by whoever owns the {kind}); no such {kind} {name} is observed",
                 self.namespace
             ),
         }
@@ -214,17 +233,28 @@ impl Gate<'_> {
     /// An object of the namespace (a Secret or a ServiceAccount) may give this
     /// cluster backup credentials: it is observed, labelled by its owner, and, with
     /// the allowed-clusters annotation, names this cluster.
-    fn check_opt_in(&self, meta: Option<&ObjectMeta>, kind: &str, name: &str, what: &str) -> Result<(), Refusal> {
+    fn check_opt_in(
+        &self,
+        meta: Option<&ObjectMeta>,
+        kind: &str,
+        name: &str,
+        what: &str,
+        label: &str,
+    ) -> Result<(), Refusal> {
         let meta = meta.filter(|m| {
             m.name.as_deref() == Some(name)
                 && m.namespace.as_deref() == Some(self.namespace)
-                && m.labels.as_ref().and_then(|l| l.get(BACKUP_CREDENTIALS_LABEL)).map(String::as_str) == Some("true")
+                && m.labels.as_ref().and_then(|l| l.get(label)).map(String::as_str) == Some("true")
         });
-        let Some(meta) = meta else { return Err(self.not_opted_in(kind, name, what)) };
+        let Some(meta) = meta else { return Err(self.not_opted_in(kind, name, what, label)) };
         if let Some(list) = meta.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
             if !list.split(',').any(|c| c.trim() == self.cluster) {
                 return Err(Refusal {
-                    reason: "BackupCredentialsNotAllowed",
+                    reason: if label == BACKUP_STORE_LABEL {
+                        "BackupStoreNotAllowed"
+                    } else {
+                        "BackupCredentialsNotAllowed"
+                    },
                     message: format!(
                         "the {what} {kind} {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
                         self.cluster
@@ -249,6 +279,16 @@ impl Gate<'_> {
                 });
             }
         }
+        if let Some(pvc) = &storage.persistent_volume_claim {
+            let claim = self.claims.get(&format!("{}/{}", self.namespace, pvc.claim_name));
+            self.check_opt_in(
+                claim.map(|c| &c.metadata),
+                "PersistentVolumeClaim",
+                &pvc.claim_name,
+                "backup store",
+                BACKUP_STORE_LABEL,
+            )?;
+        }
         let Some(s3) = &storage.s3 else { return Ok(()) };
         match (s3.credentials_secret.as_deref(), s3.service_account_name.as_deref()) {
             (Some(name), _) => {
@@ -268,7 +308,13 @@ impl Gate<'_> {
             }
             (None, Some(name)) => {
                 let account = self.service_accounts.get(&format!("{}/{name}", self.namespace));
-                self.check_opt_in(account.map(|a| &a.metadata), "ServiceAccount", name, "S3 credentials")?;
+                self.check_opt_in(
+                    account.map(|a| &a.metadata),
+                    "ServiceAccount",
+                    name,
+                    "S3 credentials",
+                    BACKUP_CREDENTIALS_LABEL,
+                )?;
             }
             (None, None) => {
                 return Err(Refusal {
@@ -374,11 +420,13 @@ mod tests {
         .collect();
         let allowed = vec!["registry.example.com/tools/aws-cli".to_owned()];
         let none = ByKey::new();
+        let claims = ByKey::new();
         let gate = Gate {
             namespace: "shop",
             cluster: "db",
             secrets: &secrets,
             service_accounts: &none,
+            claims: &claims,
             allowed_images: &allowed,
         };
         let reason = |s: &BackupStorage| gate.storage(s, None).map_err(|r| r.reason);
@@ -396,13 +444,60 @@ mod tests {
             persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
             s3: None,
         };
-        assert_eq!(reason(&pvc), Ok(()));
+        assert_eq!(reason(&pvc), Err("BackupStoreNotAllowed"), "a claim nobody opted in");
         // a Secret under another namespace's key is not this namespace's
         let (_, mut elsewhere) = secret("ok", Some("true"), None, &keys);
         elsewhere.metadata.namespace = Some("other".to_owned());
         let moved: ByKey<Secret> = [("shop/ok".to_owned(), elsewhere)].into_iter().collect();
         let gate = Gate { secrets: &moved, ..gate };
         assert_eq!(gate.storage(&s3("ok", None), None).map_err(|r| r.reason), Err("BackupCredentialsNotAllowed"));
+    }
+
+    fn claim(name: &str, label: Option<&str>, clusters: Option<&str>) -> (String, PersistentVolumeClaim) {
+        let (key, s) = secret(name, label, clusters, &[]);
+        let mut meta = s.metadata;
+        if let Some(l) = meta.labels.take() {
+            meta.labels = Some(
+                l.into_iter().map(|(k, v)| (k.replace(BACKUP_CREDENTIALS_LABEL, BACKUP_STORE_LABEL), v)).collect(),
+            );
+        }
+        (key, PersistentVolumeClaim { metadata: meta, ..Default::default() })
+    }
+
+    /// Issue 30.5: a volume claim is a store only once its owner opted it in, as
+    /// a Secret is; `allowed-clusters` narrows it.
+    #[test]
+    fn claims_are_stores_only_when_opted_in() {
+        let claims: ByKey<PersistentVolumeClaim> = [
+            claim("backups", Some("true"), None),
+            claim("data-orders-0", None, None),
+            claim("billing-backups", Some("true"), Some("billing")),
+            claim("ours", Some("true"), Some("billing, db")),
+        ]
+        .into_iter()
+        .collect();
+        let none = ByKey::new();
+        let secrets = ByKey::new();
+        let gate = Gate {
+            namespace: "shop",
+            cluster: "db",
+            secrets: &secrets,
+            service_accounts: &none,
+            claims: &claims,
+            allowed_images: &[],
+        };
+        let reason = |name: &str| {
+            let pvc = BackupStorage {
+                persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: name.to_owned(), prefix: None }),
+                s3: None,
+            };
+            gate.storage(&pvc, None).map_err(|r| r.reason)
+        };
+        assert_eq!(reason("backups"), Ok(()));
+        assert_eq!(reason("ours"), Ok(()));
+        assert_eq!(reason("data-orders-0"), Err("BackupStoreNotAllowed"), "another cluster's data volume");
+        assert_eq!(reason("billing-backups"), Err("BackupStoreNotAllowed"));
+        assert_eq!(reason("absent"), Err("BackupStoreNotAllowed"));
     }
 
     #[test]
@@ -419,11 +514,13 @@ mod tests {
         .into_iter()
         .collect();
         let secrets = ByKey::new();
+        let claims = ByKey::new();
         let gate = Gate {
             namespace: "shop",
             cluster: "db",
             secrets: &secrets,
             service_accounts: &accounts,
+            claims: &claims,
             allowed_images: &[],
         };
         let by_account = |name: &str| {
@@ -449,8 +546,15 @@ mod tests {
                 .into_iter()
                 .collect();
         let none = ByKey::new();
-        let gate =
-            Gate { namespace: "shop", cluster: "db", secrets: &secrets, service_accounts: &none, allowed_images: &[] };
+        let claims: ByKey<PersistentVolumeClaim> = [claim("c", Some("true"), None)].into_iter().collect();
+        let gate = Gate {
+            namespace: "shop",
+            cluster: "db",
+            secrets: &secrets,
+            service_accounts: &none,
+            claims: &claims,
+            allowed_images: &[],
+        };
         let pvc = BackupStorage {
             persistent_volume_claim: Some(crate::api::PvcTarget { claim_name: "c".to_owned(), prefix: None }),
             s3: None,

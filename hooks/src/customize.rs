@@ -81,6 +81,14 @@ pub fn customize(request: &CustomizeRequest) -> Result<CustomizeResponse> {
         related_resources.push(access::opted_in_secrets(namespace));
         related_resources.push(access::opted_in_service_accounts(namespace));
     }
+    // The claims opted in as backup stores, when a store may be a claim.
+    let claim_store = spec.backup.as_ref().is_some_and(|b| b.storage.persistent_volume_claim.is_some())
+        || spec.restore.as_ref().is_some_and(|r| {
+            r.backup.is_some() || r.storage.as_ref().is_some_and(|s| s.persistent_volume_claim.is_some())
+        });
+    if claim_store {
+        related_resources.push(access::opted_in_claims(namespace));
+    }
     // Passwords of application users from Secrets of the user's own (opted in).
     if spec.users.as_ref().is_some_and(|u| u.iter().any(|u| u.password_secret.is_some())) {
         related_resources.push(crate::users::opted_in_secrets(namespace));

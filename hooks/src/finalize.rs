@@ -270,6 +270,7 @@ fn final_backup(
                     cluster: &c.names.cluster,
                     secrets: &request.related.secrets,
                     service_accounts: &request.related.service_accounts,
+                    claims: &request.related.claims,
                     allowed_images: &ctx.allowed_images,
                 };
                 match gate.storage(&storage, spec.signing_key.as_ref()) {

@@ -85,7 +85,8 @@ pub struct Related {
     #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
     pub mysql_backups: ByKey<MySQLBackup>,
     /// The servers' volume claims (the StatefulSet's controller labels them with
-    /// its selector): finalize checks which of them the StatefulSet still owns.
+    /// its selector): finalize checks which of them the StatefulSet still owns;
+    /// and the namespace's claims opted in as backup stores ([`crate::access`]).
     #[serde(rename = "PersistentVolumeClaim.v1", default)]
     pub claims: ByKey<PersistentVolumeClaim>,
     /// The namespace's Secrets opted in as S3 backup credentials
@@ -138,6 +139,9 @@ pub struct BackupRelated {
     /// The cluster's config ConfigMap: whether its clients verify TLS ([`crate::tls`]).
     #[serde(rename = "ConfigMap.v1", default)]
     pub config_maps: ByKey<k8s_openapi::api::core::v1::ConfigMap>,
+    /// The namespace's volume claims opted in as backup stores ([`crate::access`]).
+    #[serde(rename = "PersistentVolumeClaim.v1", default)]
+    pub claims: ByKey<PersistentVolumeClaim>,
 }
 
 /// The body of a customize call of the `MySQLBackup` controller.

@@ -131,6 +131,7 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         cluster: cluster_name,
         secrets: &request.related.secrets,
         service_accounts: &request.related.service_accounts,
+        claims: &request.related.claims,
         allowed_images: &ctx.allowed_images,
     };
     if observed_job.is_none() && !terminal {
@@ -334,8 +335,10 @@ pub fn customize(request: &BackupCustomizeRequest) -> Result<CustomizeResponse> 
                 (labels::MANAGED_BY.to_owned(), labels::MANAGER.to_owned()),
                 (BACKUP_LABEL.to_owned(), Names::new(name).label),
             ])),
-            // The cluster's store may be S3: the opted-in credentials Secrets.
+            // The cluster's store may be S3: the opted-in credentials Secrets; or a
+            // volume claim: those opted in as stores.
             access::opted_in_secrets(namespace),
+            access::opted_in_claims(namespace),
             access::opted_in_service_accounts(namespace),
             // Whether the cluster's clients verify TLS (spec.tls), and whether it
             // uses the operator account (its key rootRemote).

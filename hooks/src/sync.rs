@@ -55,6 +55,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         cluster: &cluster.names.cluster,
         secrets: &request.related.secrets,
         service_accounts: &request.related.service_accounts,
+        claims: &request.related.claims,
         allowed_images: &ctx.allowed_images,
     };
     let restore = restore::plan(&restore::Facts {

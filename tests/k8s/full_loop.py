@@ -416,7 +416,9 @@ def create_cluster(loop: Loop) -> None:
     """Create a backup claim and a three-server MySQL backing up to it, deletionPolicy Backup."""
     loop.k8s.ensure_namespace(NAMESPACE)
     loop.k8s.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                     "metadata": {"name": BACKUP_CLAIM, "namespace": NAMESPACE},
+                     # opted in as a backup store by its owner (issue 30.5)
+                     "metadata": {"name": BACKUP_CLAIM, "namespace": NAMESPACE,
+                                  "labels": {"mysqlhook.dev/backup-store": "true"}},
                      "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": STORAGE}}}})
     obj = {
         "apiVersion": API, "kind": "MySQL",

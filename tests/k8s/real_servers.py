@@ -657,7 +657,8 @@ def s1_create(run: Run) -> None:
     run.k8s.ensure_namespace(ns)
     create_credentials(run, ns, "db-secret")
     run.k8s.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": "backups", "namespace": ns},
+                    # opted in as a backup store by its owner (issue 30.5)
+                    "metadata": {"name": "backups", "namespace": ns, "labels": {"mysqlhook.dev/backup-store": "true"}},
                     "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                              "resources": {"requests": {"storage": "1Gi"}}}})
     # A 30 s failover grace period, as the scenarios on this cluster were written for
