@@ -41,7 +41,7 @@ cleanup() {
 }
 trap 'cleanup; on_exit' EXIT
 rm -rf -- "$vdir"
-mkdir -p "$vdir/conf" "$vdir/data" "$vdir/tmp"
+mkdir -p "$vdir/conf" "$vdir/data" "$vdir/tmp" "$vdir/files"
 
 # The flavor's replication-relevant options as the servers have them (the
 # dump's GTID statements need them), nothing the Job's pod lacks (no TLS files,
@@ -50,8 +50,8 @@ mkdir -p "$vdir/conf" "$vdir/data" "$vdir/tmp"
   printf '# verify.sh: throwaway server\n[mysqld]\n'
   printf 'log_bin = binlog\nbinlog_format = ROW\nread_only = ON\nskip_name_resolve = ON\n'
   case $FLAVOR in
-    mysql)   printf 'gtid_mode = ON\nenforce_gtid_consistency = ON\nsuper_read_only = ON\nskip_replica_start = ON\nmysqlx = OFF\n' ;;
-    mariadb) printf 'gtid_strict_mode = ON\nlog_slave_updates = ON\nskip_slave_start = ON\n' ;;
+    mysql)   printf 'gtid_mode = ON\nenforce_gtid_consistency = ON\nsuper_read_only = ON\nskip_replica_start = ON\nmysqlx = OFF\nsecure_file_priv = NULL\n' ;;
+    mariadb) printf 'gtid_strict_mode = ON\nlog_slave_updates = ON\nskip_slave_start = ON\nsecure_file_priv = %s\n' "$vdir/files" ;;
   esac
   printf 'datadir = %s\nsocket = %s\nport = %s\nbind_address = 127.0.0.1\ntmpdir = %s\n' \
     "$vdir/data" "$vdir/mysqld.sock" "$VERIFY_PORT" "$vdir/tmp"

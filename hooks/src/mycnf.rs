@@ -271,6 +271,14 @@ pub fn binlog_expiry(flavor: Flavor, version: &str, seconds: i32) -> (&'static s
     }
 }
 
+/// The directory MariaDB may read and write files in (`secure_file_priv`): an
+/// emptyDir of its own in the server pod, nothing else in it. MariaDB takes only a
+/// directory there; MySQL takes `NULL` (no file access at all). Without it
+/// `LOAD_FILE()` and `SELECT ... INTO OUTFILE` reach every file mysqld can read,
+/// the mounted password files among them, for the operator account a restore
+/// loads a store's SQL as (issue 30.3).
+pub const FILES_DIR: &str = "/var/lib/mysql-files";
+
 /// Renders the option file. `config` must have passed [`refused_keys`] and
 /// [`malformed_entries`]; `expiry` is the binary-log expiry line ([`binlog_expiry`]).
 #[must_use]
@@ -292,6 +300,10 @@ pub fn render(flavor: Flavor, expiry: &(&str, String), config: &BTreeMap<String,
             ("super_read_only", "ON"),
             ("plugin_load_add", "semisync_source.so"),
             ("plugin_load_add", "semisync_replica.so"),
+            // CLONE seeds a new or rebuilt replica from a donor (issue 33.5).
+            ("plugin_load_add", "mysql_clone.so"),
+            // No file import or export (see FILES_DIR).
+            ("secure_file_priv", "NULL"),
             ("loose_rpl_semi_sync_source_wait_point", "AFTER_SYNC"),
             ("loose_rpl_semi_sync_source_wait_for_replica_count", "1"),
             ("loose_rpl_semi_sync_source_timeout", "4294967295"),
@@ -318,6 +330,8 @@ pub fn render(flavor: Flavor, expiry: &(&str, String), config: &BTreeMap<String,
             ("rpl_semi_sync_master_wait_no_slave", "ON"),
             ("rpl_semi_sync_slave_enabled", "ON"),
             ("gtid_domain_id", "0"),
+            // Files only in an empty directory of their own (see FILES_DIR).
+            ("secure_file_priv", FILES_DIR),
             ("relay_log", "relay-bin"),
             ("slave_net_timeout", "10"),
             ("skip_name_resolve", "ON"),
@@ -432,6 +446,18 @@ mod tests {
         let safety = text.find("super_read_only = ON").unwrap_or(usize::MAX);
         let user = text.find("max_connections = 500").unwrap_or(0);
         assert!(safety < user);
+    }
+
+    /// Issue 30.3: no file a server pod mounts is readable through SQL; issue
+    /// 33.5: MySQL loads the clone plugin.
+    #[test]
+    fn file_access_is_confined_and_mysql_can_clone() {
+        let mysql = render(Flavor::Mysql, &binlog_expiry(Flavor::Mysql, "9.7.4", 3600), &BTreeMap::new());
+        assert!(
+            mysql.contains("\nsecure_file_priv = NULL\n") && mysql.contains("\nplugin_load_add = mysql_clone.so\n")
+        );
+        let mariadb = render(Flavor::Mariadb, &binlog_expiry(Flavor::Mariadb, "10.11.9", 3600), &BTreeMap::new());
+        assert!(mariadb.contains(&format!("\nsecure_file_priv = {FILES_DIR}\n")), "{mariadb}");
     }
 
     #[test]

@@ -421,11 +421,9 @@ class Server:
                # X Protocol would listen on 33060 in every server; import/export
                # files only in the server's own directory
                "mysqlx = OFF\n"
-               f"secure_file_priv = {self.base / 'files'}\n"
                if self.world.kind.mysql else "innodb_log_file_size = 16M\n")
             + "performance_schema = OFF\n"
         )
-        (self.base / "files").mkdir()
         self.cnf.write_text(f"!includedir {self.confdir}\n")
 
     def init_env(self) -> dict[str, str]:
@@ -580,6 +578,10 @@ class World:
         self.kind = ServerKind(SERVER_KIND_NAME)
         if self.kind.root is None:
             ensure_mariadb()
+        # The hook's secure_file_priv for MariaDB is the pod's empty directory
+        # /var/lib/mysql-files (MySQL's is NULL): the servers get the same, empty.
+        files = Path("/var/lib/mysql-files") if self.kind.root is None else self.kind.root / "var/lib/mysql-files"
+        files.mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="hookdb-"))
         os.chmod(self.root, 0o755)
         # The harness's own administrative login over TCP: the operator account

@@ -172,3 +172,22 @@ def test_a_system_schema_in_another_case_is_refused(world):
             assert "spy" not in {row[0] for row in c["db-0"].query("SELECT user FROM mysql.user")}
     finally:
         c.close()
+
+
+def test_no_file_is_readable_through_sql(cluster):
+    """Issue 30.3: a restore loads a store's SQL as the operator account, which
+    holds every privilege; without secure_file_priv, LOAD_FILE() read the mounted
+    password files (MariaDB's default leaves it unset).  The hook's option file
+    confines file access: MySQL to nothing (NULL), MariaDB to an empty directory of
+    the pod's own."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    secret = c.world.operator_password_file
+    assert p.value(f"SELECT LOAD_FILE('{secret}') IS NULL") == "1", "the operator password file is readable"
+    assert p.value("SELECT LOAD_FILE('/etc/passwd') IS NULL") == "1"
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        p.query(f"SELECT 'x' INTO OUTFILE '{c.world.root}/{c.tag}/leak.txt'")
+    assert "secure-file-priv" in e.value.stderr or "secure_file_priv" in e.value.stderr, e.value.stderr
+    REPORT.append(f"secure_file_priv: {p.value('SELECT @@secure_file_priv')}; LOAD_FILE of the password file "
+                  "and INTO OUTFILE refused")

@@ -150,6 +150,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::mount("conf", CONF_DIR, false),
         pod::mount("run", "/var/run/mysqld", false),
         pod::mount("tmp", "/tmp", false),
+        pod::mount("files", crate::mycnf::FILES_DIR, false),
         pod::config_mount(),
         pod::mount(pod::OPTION_FILE_VOLUME, pod::OPTION_FILE_DIR, true),
         pod::scripts_mount(),
@@ -263,7 +264,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                     ..Default::default()
                 }))
                 .chain(c.tls.as_ref().map(crate::tls::server_volume))
-                .chain([pod::empty_dir("conf"), pod::empty_dir("run"), pod::empty_dir("tmp")])
+                .chain([pod::empty_dir("conf"), pod::empty_dir("run"), pod::empty_dir("tmp"), pod::empty_dir("files")])
                 .collect(),
         ),
         security_context: Some(pod::pod_security()),
