@@ -232,7 +232,9 @@ S3_SECRET = {
     "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
     "metadata": {"name": "backup-s3", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000001",
                  "resourceVersion": "39000", "creationTimestamp": "2026-11-01T09:00:00Z",
-                 "labels": {"mysqlhook.dev/backup-credentials": "true"}},
+                 "labels": {"mysqlhook.dev/backup-credentials": "true"},
+                 # issue 30.3: where its owner lets the credentials be used
+                 "annotations": {"mysqlhook.dev/allowed-endpoints": "https://minio.storage.svc:9000"}},
     "data": {"AWS_ACCESS_KEY_ID": "QUtJQUVYQU1QTEVGSVhUVVJF", "AWS_SECRET_ACCESS_KEY": "bm90LWEtcmVhbC1zZWNyZXQta2V5"},
 }
 
@@ -265,7 +267,8 @@ S3_ACCOUNT = {
     "metadata": {"name": "backup-irsa", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000002",
                  "resourceVersion": "39001", "creationTimestamp": "2026-11-01T09:00:00Z",
                  "labels": {"mysqlhook.dev/backup-credentials": "true"},
-                 "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/db-backups"}},
+                 "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/db-backups",
+                                 "mysqlhook.dev/allowed-endpoints": "https://minio.storage.svc:9000"}},
 }
 
 
@@ -1182,6 +1185,11 @@ def backup_scenarios(running, st, live, deleting):
     # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
     # uploader image off the installer's list, a server image off it.
     write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
+    # Issue 30.3: an endpoint the credentials' owner did not list.
+    evil_endpoint = copy.deepcopy(S3_BACKUP)
+    evil_endpoint["storage"]["s3"]["endpoint"] = "https://evil.example"
+    write("sync", "backup-s3-endpoint-not-allowed", request(parent(status=st, backup=evil_endpoint), live,
+                                                            with_s3_secret(ready3)))
     write("sync", "backup-s3-service-account", request(parent(status=st, backup=dict(
         s3_by_account(S3_BACKUP), binlogSchedule="*/5 * * * *")), live, with_s3_account(ready3)))
     unlabelled = copy.deepcopy(S3_ACCOUNT)
@@ -1365,6 +1373,11 @@ def backup_scenarios(running, st, live, deleting):
             parent(restore={"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},
                             "name": "db-backup-29932020"}, status=new_r["status"]),
             observed(new_r["children"]), dict(related(*pods([True, False, False])), **{NO_STORE_CLAIM: True})))
+        evil_restore = copy.deepcopy(s3_restore)
+        evil_restore["storage"]["s3"]["endpoint"] = "https://evil.example"
+        write("sync", "restore-s3-endpoint-not-allowed", request(
+            parent(restore=evil_restore, status=new_r["status"]), observed(new_r["children"]),
+            with_s3_secret(related(*pods([True, False, False])))))
         write("sync", "restore-s3-credentials-not-opted-in", request(
             parent(restore=s3_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))

@@ -46,6 +46,17 @@ pub const BACKUP_CREDENTIALS_LABEL: &str = "mysqlhook.dev/backup-credentials";
 /// Optional annotation on such a Secret: the `MySQL` names (comma-separated) that may
 /// use it; unset, every `MySQL` of the namespace may.
 pub const ALLOWED_CLUSTERS_ANNOTATION: &str = "mysqlhook.dev/allowed-clusters";
+/// The annotation of an opted-in S3 credentials Secret (or ServiceAccount) that
+/// lists the endpoints its credentials may be used against, comma separated
+/// (issue 30.3). A store with an `endpoint` is refused unless it is listed: the
+/// endpoint is the `MySQL` author's choice, and a restore loads whatever the
+/// server there serves (as the operator account), so the credentials' owner
+/// decides where they go. Without `endpoint` (AWS's own) no pin is needed.
+pub const ALLOWED_ENDPOINTS_ANNOTATION: &str = "mysqlhook.dev/allowed-endpoints";
+/// The annotation that pins the buckets (`bucket`, or `bucket/prefix` for that
+/// prefix and below) a Secret's credentials may be used for, comma separated.
+/// Optional; without it any bucket the credentials reach.
+pub const ALLOWED_BUCKETS_ANNOTATION: &str = "mysqlhook.dev/allowed-buckets";
 /// The access key id, required.
 pub const ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
 /// The secret access key, required.
@@ -197,6 +208,47 @@ pub fn resolve(
     (cluster, problems)
 }
 
+/// The store's endpoint and bucket are among those the credentials' owner listed
+/// ([`ALLOWED_ENDPOINTS_ANNOTATION`], [`ALLOWED_BUCKETS_ANNOTATION`]).
+fn pinned(s3: &crate::api::S3Target, (meta, kind, name): (&ObjectMeta, &str, &str)) -> Result<(), Refusal> {
+    let listed = |key: &str| -> Option<Vec<String>> {
+        meta.annotations.as_ref()?.get(key).map(|l| {
+            l.split(',').map(|e| e.trim().trim_end_matches('/').to_owned()).filter(|e| !e.is_empty()).collect()
+        })
+    };
+    if let Some(endpoint) = s3.endpoint.as_deref() {
+        let allowed = listed(ALLOWED_ENDPOINTS_ANNOTATION).unwrap_or_default();
+        if !allowed.iter().any(|a| a == endpoint.trim_end_matches('/')) {
+            return Err(Refusal {
+                reason: "BackupEndpointNotAllowed",
+                message: format!(
+                    "the S3 endpoint {endpoint} is not one the {kind} {name} may be used against: its owner lists {} in {ALLOWED_ENDPOINTS_ANNOTATION}",
+                    if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+                ),
+            });
+        }
+    }
+    if let Some(buckets) = listed(ALLOWED_BUCKETS_ANNOTATION) {
+        let prefix = s3.prefix.as_deref().unwrap_or_default().trim_matches('/');
+        let ok = buckets.iter().any(|b| match b.split_once('/') {
+            None => *b == s3.bucket,
+            Some((bucket, p)) => bucket == s3.bucket && (prefix == p || prefix.starts_with(&format!("{p}/"))),
+        });
+        if !ok {
+            return Err(Refusal {
+                reason: "BackupEndpointNotAllowed",
+                message: format!(
+                    "the S3 bucket {}{} is not one the {kind} {name} may be used for: its owner lists {} in {ALLOWED_BUCKETS_ANNOTATION}",
+                    s3.bucket,
+                    if prefix.is_empty() { String::new() } else { format!("/{prefix}") },
+                    buckets.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a sync knows to judge a backup store by.
 #[derive(Debug, Clone, Copy)]
 pub struct Gate<'a> {
@@ -290,7 +342,7 @@ impl Gate<'_> {
             )?;
         }
         let Some(s3) = &storage.s3 else { return Ok(()) };
-        match (s3.credentials_secret.as_deref(), s3.service_account_name.as_deref()) {
+        let owner = match (s3.credentials_secret.as_deref(), s3.service_account_name.as_deref()) {
             (Some(name), _) => {
                 let secret = self.opted_in(name, "S3 credentials")?;
                 let data = secret.data.as_ref();
@@ -305,6 +357,7 @@ impl Gate<'_> {
                         message: format!("the S3 credentials Secret {name} lacks the keys {}", missing.join(", ")),
                     });
                 }
+                (&secret.metadata, "Secret", name)
             }
             (None, Some(name)) => {
                 let account = self.service_accounts.get(&format!("{}/{name}", self.namespace));
@@ -315,6 +368,10 @@ impl Gate<'_> {
                     "S3 credentials",
                     BACKUP_CREDENTIALS_LABEL,
                 )?;
+                let meta = account.map(|a| &a.metadata).ok_or_else(|| {
+                    self.not_opted_in("ServiceAccount", name, "S3 credentials", BACKUP_CREDENTIALS_LABEL)
+                })?;
+                (meta, "ServiceAccount", name)
             }
             (None, None) => {
                 return Err(Refusal {
@@ -322,7 +379,8 @@ impl Gate<'_> {
                     message: "the S3 store names neither credentialsSecret nor serviceAccountName".to_owned(),
                 });
             }
-        }
+        };
+        pinned(s3, owner)?;
         if let Some(image) = s3.image.as_deref() {
             if !image_allowed(image, DEFAULT_UPLOADER_IMAGE, self.allowed_images) {
                 return Err(Refusal {
@@ -403,6 +461,46 @@ mod tests {
                 image: image.map(str::to_owned),
             }),
         }
+    }
+
+    /// Issue 30.3: the endpoint (and, when pinned, the bucket and prefix) is the
+    /// credentials' owner's choice, not the `MySQL` author's.
+    #[test]
+    fn s3_endpoints_and_buckets_are_pinned_by_the_credentials_owner() {
+        let keys = [ACCESS_KEY_ID, SECRET_ACCESS_KEY];
+        let (k1, mut pinned) = secret("pinned", Some("true"), None, &keys);
+        pinned.metadata.annotations = Some(BTreeMap::from([
+            (ALLOWED_ENDPOINTS_ANNOTATION.to_owned(), "https://minio.storage.svc:9000, https://s3.example/".to_owned()),
+            (ALLOWED_BUCKETS_ANNOTATION.to_owned(), "b/shop, other".to_owned()),
+        ]));
+        let (k2, open) = secret("open", Some("true"), None, &keys);
+        let secrets: ByKey<Secret> = [(k1, pinned), (k2, open)].into_iter().collect();
+        let (none, claims) = (ByKey::new(), ByKey::new());
+        let gate = Gate {
+            namespace: "shop",
+            cluster: "db",
+            secrets: &secrets,
+            service_accounts: &none,
+            claims: &claims,
+            allowed_images: &[],
+        };
+        let at = |name: &str, endpoint: Option<&str>, bucket: &str, prefix: Option<&str>| {
+            let mut st = s3(name, None);
+            if let Some(t) = st.s3.as_mut() {
+                t.endpoint = endpoint.map(str::to_owned);
+                t.bucket = bucket.to_owned();
+                t.prefix = prefix.map(str::to_owned);
+            }
+            gate.storage(&st, None).map_err(|r| r.reason)
+        };
+        let evil = Some("https://evil.example");
+        assert_eq!(at("pinned", Some("https://minio.storage.svc:9000"), "b", Some("shop/db")), Ok(()));
+        assert_eq!(at("pinned", Some("https://s3.example"), "other", None), Ok(()));
+        assert_eq!(at("pinned", evil, "b", Some("shop")), Err("BackupEndpointNotAllowed"));
+        assert_eq!(at("pinned", None, "b", Some("shopping")), Err("BackupEndpointNotAllowed"), "not below b/shop");
+        assert_eq!(at("pinned", None, "attacker", None), Err("BackupEndpointNotAllowed"));
+        assert_eq!(at("open", evil, "b", None), Err("BackupEndpointNotAllowed"), "an endpoint must be listed");
+        assert_eq!(at("open", None, "any", None), Ok(()), "AWS itself, buckets not pinned");
     }
 
     #[test]
