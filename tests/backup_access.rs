@@ -137,14 +137,16 @@ fn scheduled_s3_backups_need_an_opted_in_secret() {
     // Opted in for other clusters only.
     let mut others = request.clone();
     for secret in others["related"]["Secret.v1"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
-        secret["metadata"]["annotations"] = json!({"mysqlhook.dev/allowed-clusters": "billing,shop"});
+        // Keep the fixture's other annotations (the allowed endpoints).
+        secret["metadata"]["annotations"]["mysqlhook.dev/allowed-clusters"] = json!("billing,shop");
     }
     let refused = answer("sync", &others);
     assert!(children(&refused, "CronJob").is_empty());
     assert_eq!(condition(&refused, "SpecAccepted")["reason"], "BackupCredentialsNotAllowed");
     let mut mine = request;
     for secret in mine["related"]["Secret.v1"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
-        secret["metadata"]["annotations"] = json!({"mysqlhook.dev/allowed-clusters": "billing,db"});
+        // Keep the fixture's other annotations (the allowed endpoints).
+        secret["metadata"]["annotations"]["mysqlhook.dev/allowed-clusters"] = json!("billing,db");
     }
     assert!(!children(&answer("sync", &mine), "CronJob").is_empty());
 }

@@ -76,14 +76,18 @@ impl Parser {
             INSTANCE.fetch_add(1, Ordering::Relaxed)
         ));
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let files_dir = dir.display().to_string();
         Self {
             exe: mariadbd(),
             dir,
+            // mariadbd refuses a secure_file_priv directory that does not exist; the
+            // pod's is an emptyDir, here it is this test's own directory.
             base_cnf: mycnf::render(
                 Flavor::Mariadb,
                 &mycnf::binlog_expiry(Flavor::Mariadb, "10.11.9", 604_800),
                 &BTreeMap::new(),
-            ),
+            )
+            .replace(mycnf::FILES_DIR, &files_dir),
             runs: AtomicUsize::new(0),
         }
     }

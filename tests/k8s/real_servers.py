@@ -1807,7 +1807,11 @@ def run_all(args: argparse.Namespace) -> int:
             # One line per sync on roles (src/role_trace.rs): a role change recorded late is
             # explained by the syncs around it (kept with MYSQL_HOOK_K8S_LOGS).
             os.environ.setdefault("RUST_LOG", "info,mysql_hook::role_trace=debug")
-            hook_url = components.start_hook(k8s, hook_bin, procs_ok, ["--scripts-image", hook_img.ref])
+            # Scenario 11's exporter image is Debian's, built here: the installer lists
+            # its repository, as spec.monitoring.exporter.image requires (issue 30.4).
+            exporter_repo = exporter.ref.rsplit(":", 1)[0]
+            hook_url = components.start_hook(k8s, hook_bin, procs_ok, ["--scripts-image", hook_img.ref,
+                                                                       "--allowed-images", exporter_repo])
             components.install_crds(k8s, mc)
             components.start_metacontroller(k8s, mc, hook_url, procs_ok)
             say(f"all up: control plane, real node {node.name} ({node.subnet}), hook {hook_url} "
