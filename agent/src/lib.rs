@@ -14,11 +14,13 @@
 //! - [`server`]: a session with one server, and the reads every command makes;
 //! - [`sql`]: quoting, the only place SQL is built from values;
 //! - [`status`]: replica status, typed;
+//! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
 //! - [`users`]: the application accounts of `spec.users`.
 
 pub mod context;
+pub mod fence;
 pub mod probe;
 pub mod server;
 pub mod sidecar;

@@ -12,14 +12,17 @@
 //!    recorded primary that restarted comes back read-only: NotReady lets the
 //!    hook's failover (after its grace period) promote the most advanced server,
 //!    possibly this one again, instead of an "up" primary nobody can write to.
-//! 2. Writable and replicating from nobody: Ready (a primary the mounted file does
+//! 2. An old primary the cluster has moved on from (writable, not the published
+//!    primary, of an epoch not newer than the published one: [`crate::fence`]):
+//!    NotReady, never in `-replicas`, until its agent has fenced it and it rejoined.
+//! 3. Writable and replicating from nobody: Ready (a primary the mounted file does
 //!    not name yet; the kubelet refreshes it up to a minute late).
-//! 3. A rebuild marker (transactions the primary lacks): NotReady.
-//! 4. A seed marker (a donor's data is being copied in): NotReady.
-//! 5. A cluster not bootstrapped yet (neither `INITIALIZED_FILE` says `true` nor
+//! 4. A rebuild marker (transactions the primary lacks): NotReady.
+//! 5. A seed marker (a donor's data is being copied in): NotReady.
+//! 6. A cluster not bootstrapped yet (neither `INITIALIZED_FILE` says `true` nor
 //!    the `repl` account exists): Ready when it answers (restores and the
 //!    bootstrap need the servers up).
-//! 6. A replica: Ready only while both replication threads run without a recorded
+//! 7. A replica: Ready only while both replication threads run without a recorded
 //!    error and it lags at most `MAX_LAG_FILE` seconds (default 60), so a stopped,
 //!    seeding, unjoined or far-behind replica serves no stale reads.
 
@@ -62,6 +65,10 @@ pub struct Facts {
     pub replica: Option<ReplicaStatus>,
     /// `PRIMARY_FILE`'s first line.
     pub recorded_primary: Option<String>,
+    /// `EPOCH_FILE`'s first line: the published primary's epoch.
+    pub recorded_epoch: Option<i64>,
+    /// The epoch this server was promoted in ([`crate::fence::local_epoch`]).
+    pub local_epoch: Option<i64>,
     /// `INITIALIZED_FILE` says `true`.
     pub initialized: bool,
     /// The rebuild marker's first line, when it exists.
@@ -69,6 +76,21 @@ pub struct Facts {
     /// The seed marker's donor and start, when it exists.
     pub seed: Option<(String, String)>,
     pub max_lag: u64,
+}
+
+impl Facts {
+    /// What the fencing rule needs of these facts.
+    #[must_use]
+    pub fn role(&self) -> crate::fence::Role {
+        crate::fence::Role {
+            pod: self.pod.clone(),
+            writable: self.writable,
+            replica: self.replica.is_some(),
+            local_epoch: self.local_epoch,
+            recorded_primary: self.recorded_primary.clone(),
+            recorded_epoch: self.recorded_epoch,
+        }
+    }
 }
 
 /// The default for `MAX_LAG_FILE` (`spec.replication.maxLagSeconds`).
@@ -85,6 +107,9 @@ pub fn readiness(f: &Facts) -> Verdict {
         } else {
             Verdict::Fail(format!("not ready: {me} is the recorded primary but read-only"))
         };
+    }
+    if let Some(why) = crate::fence::stale_primary(&f.role()) {
+        return Verdict::Fail(format!("not ready: an old primary, to be fenced: {why}"));
     }
     if f.replica.is_none() && f.writable {
         return Verdict::Pass(format!(
@@ -161,6 +186,7 @@ pub struct Paths {
     pub pod: String,
     pub socket: PathBuf,
     pub primary_file: Option<PathBuf>,
+    pub epoch_file: Option<PathBuf>,
     pub initialized_file: Option<PathBuf>,
     pub rebuild_marker: Option<PathBuf>,
     pub seed_marker: Option<PathBuf>,
@@ -175,6 +201,7 @@ impl Paths {
             pod: env.var("POD_NAME").unwrap_or_else(|| "this server".to_owned()),
             socket: path("SERVER_SOCKET").unwrap_or_else(|| PathBuf::from("/var/run/mysqld/mysqld.sock")),
             primary_file: path("PRIMARY_FILE"),
+            epoch_file: path("EPOCH_FILE"),
             initialized_file: path("INITIALIZED_FILE"),
             rebuild_marker: path("REBUILD_MARKER"),
             seed_marker: path("SEED_MARKER"),
@@ -220,7 +247,10 @@ pub fn gather(s: &mut Server, env: &dyn Env, p: &Paths) -> Result<Facts> {
         (words.next().unwrap_or("a donor").to_owned(), words.next().unwrap_or("?").to_owned())
     });
     let max_lag = first_line(env, p.max_lag_file.as_deref()).and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_MAX_LAG);
+    let local_epoch = crate::fence::local_epoch(s)?;
     Ok(Facts {
+        recorded_epoch: first_line(env, p.epoch_file.as_deref()).and_then(|v| v.parse().ok()),
+        local_epoch,
         pod: p.pod.clone(),
         writable,
         repl_account,
@@ -308,6 +338,22 @@ mod tests {
         let primary = Facts { pod: "db-0".into(), replica: None, ..facts() };
         assert!(!readiness(&primary).passed(), "restarted read-only: the failover must see it");
         assert!(readiness(&Facts { writable: true, ..primary }).passed());
+    }
+
+    #[test]
+    fn an_old_primary_is_never_ready() {
+        let old = Facts {
+            pod: "db-0".into(),
+            writable: true,
+            replica: None,
+            recorded_primary: Some("db-1".into()),
+            recorded_epoch: Some(4),
+            local_epoch: Some(3),
+            ..facts()
+        };
+        assert!(readiness(&old).text().contains("an old primary"), "{:?}", readiness(&old));
+        // newer than the mounted file: the new primary, Ready
+        assert!(readiness(&Facts { local_epoch: Some(5), ..old }).passed());
     }
 
     #[test]

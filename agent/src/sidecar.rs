@@ -1,7 +1,13 @@
 //! `mysql-hook-agent sidecar`: the `agent` container of every server pod.
 //!
-//! Two jobs, on two threads, so a slow one never holds the other up:
+//! Three jobs, on their own threads, so a slow one never holds the others up:
 //!
+//! - **Fence an old primary** (issue 31.1). Every `FENCE_INTERVAL` seconds
+//!   (default 1) it compares this server with the published primary and epoch
+//!   ([`crate::fence`]); a writable server the cluster has moved on from is fenced
+//!   at once (read-only, client sessions killed), whoever could or could not reach
+//!   it during the failover. The published record reaches the pod through the
+//!   mounted ConfigMap, so this takes the kubelet's refresh plus a second.
 //! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
 //!   the one-shot steps that keep this server in its role: `join.sh` (become or
 //!   stay a replica of the recorded primary), and on the primary `operator-user.sh`
@@ -88,6 +94,35 @@ impl Prober {
 
     pub fn candidate(&self, env: &dyn Env) -> Verdict {
         probe::candidate_now(env, &self.paths)
+    }
+}
+
+impl Prober {
+    /// The fencing rule, once, through the kept session (see [`crate::fence`]):
+    /// `Some(line)` when it fenced (or failed to fence) the server.
+    pub fn fence_if_stale(&self, env: &dyn Env) -> Option<String> {
+        let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket).ok();
+        }
+        let s = guard.as_mut()?;
+        let role = match probe::gather(s, env, &self.paths) {
+            Ok(f) => f.role(),
+            Err(_) => {
+                *guard = None;
+                return None;
+            }
+        };
+        let why = crate::fence::stale_primary(&role)?;
+        let mut report = match crate::fence::fence(s, 4, 2) {
+            Ok(killed) => protocol::Report {
+                message: Some(format!("{why}: fenced, {killed} client session(s) killed")),
+                ..protocol::Report::new("fenced-self")
+            },
+            Err(f) => f.report(),
+        };
+        report.primary = role.recorded_primary;
+        Some(report.line())
     }
 }
 
@@ -194,13 +229,30 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         .or_else(|| std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)))
         .unwrap_or_else(|| PathBuf::from("/opt/mysql-hook"));
     let listen = env.var("AGENT_LISTEN").unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-    serve_probes(&listen, Arc::new(Prober::new(ctx, paths)), Arc::clone(&env))?;
+    let prober = Arc::new(Prober::new(ctx, paths));
+    serve_probes(&listen, Arc::clone(&prober), Arc::clone(&env))?;
+    let fence_every = env.var("FENCE_INTERVAL").and_then(|v| v.parse().ok()).unwrap_or(1_u64).max(1);
+    {
+        let (prober, env, stop) = (Arc::clone(&prober), Arc::clone(&env), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(line) = prober.fence_if_stale(env.as_ref()) {
+                    println!("{line}");
+                }
+                std::thread::sleep(Duration::from_secs(fence_every));
+            }
+        });
+    }
     let tls_ca = env
         .var("TLS_MODE_FILE")
         .map(|_| PathBuf::from(env.var("TLS_CA").unwrap_or_else(|| "/etc/mysql/tls/ca.crt".to_owned())));
     let mut state = Loop::default();
     let mut round = 0_u64;
     while !stop.load(Ordering::Relaxed) {
+        // Fenced before join.sh looks at it: a fenced old primary is rejoined.
+        if let Some(line) = prober.fence_if_stale(env.as_ref()) {
+            state.report("fence", line);
+        }
         let joined = state.report("join", step(&scripts, "join.sh"));
         let primary = protocol::Report::parse(&joined).result == "is-primary";
         if primary && (env.var("OPERATOR_PASSWORD_FILE").is_some() || env.var("OPERATOR_PASSWORD").is_some()) {

@@ -166,7 +166,7 @@ for p in "${joined[@]}"; do
   done
 done
 
-sql_set_writable "$primary"
+sql "$primary" "$(open_with_epoch_sql)"
 promoted "$primary"
 log "$primary is writable (semi-sync: $semisync)"
 

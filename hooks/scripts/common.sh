@@ -36,6 +36,9 @@ SERVER_ID_BASE=${SERVER_ID_BASE:-1}
 # MySQL: acknowledgements a commit waits for (the hook sets it from the number
 # of servers); MariaDB always waits for exactly one.
 SEMISYNC_ACKS=${SEMISYNC_ACKS:-1}
+# The epoch a promotion records on the server it makes writable (issue 31.1):
+# the role-change Job's number, 0 for the bootstrap (the hook sets it).
+EPOCH=${EPOCH:-0}
 
 case "${FLAVOR:-}" in
   mysql)   CLIENT=mysql   DUMP=mysqldump    BINLOG=mysqlbinlog    ADMIN=mysqladmin ;;
@@ -155,6 +158,7 @@ parse_pods() {
 }
 parse_pods
 [[ $SEMISYNC_ACKS =~ ^[1-9][0-9]*$ ]] || fail bad-env "SEMISYNC_ACKS '$SEMISYNC_ACKS' must be a positive number"
+[[ $EPOCH =~ ^[0-9]{1,18}$ ]] || fail bad-env "EPOCH '$EPOCH' must be a number"
 # recorded_primary: the primary the hook recorded, the first line of
 # $PRIMARY_FILE (the ConfigMap key that follows role changes) without
 # whitespace, else $PRIMARY ("" when neither says).  the probes, which do not
@@ -1273,11 +1277,22 @@ promote_sql() {
     esac
   fi
   q+=$(semisync_source_sql "$2")
+  printf '%s %s' "$q" "$(open_with_epoch_sql)"
+}
+# open_with_epoch_sql: the statements that make a server writable as the primary
+# of EPOCH (issue 31.1): the epoch first, then writes, so a writable server always
+# knows the epoch it was promoted in and its agent never takes it for a stale old
+# primary. Local only (sql_log_bin=0: never replicated, never errant; _mysqlhook is
+# never dumped). MySQL: with super_read_only OFF and read_only still ON only the
+# operator account (CONNECTION_ADMIN) may write.
+open_with_epoch_sql() {
+  local epoch="SET SESSION sql_log_bin=0; CREATE DATABASE IF NOT EXISTS _mysqlhook;
+    CREATE TABLE IF NOT EXISTS _mysqlhook.epoch (id INT PRIMARY KEY, epoch BIGINT NOT NULL);
+    REPLACE INTO _mysqlhook.epoch VALUES (1, $EPOCH); SET SESSION sql_log_bin=1;"
   case $FLAVOR in
-    mysql)   q+=" SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF" ;;
-    mariadb) q+=" SET GLOBAL read_only=OFF" ;;
+    mysql)   printf '%s' "SET GLOBAL super_read_only=OFF; $epoch SET GLOBAL read_only=OFF" ;;
+    mariadb) printf '%s' "$epoch SET GLOBAL read_only=OFF" ;;
   esac
-  printf '%s' "$q"
 }
 # sql_promote POD SEMISYNC: promote_sql on POD (one client call: the write
 # freeze of a switchover is counted in client calls).

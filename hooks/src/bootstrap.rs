@@ -101,6 +101,8 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool, recorded: b
         env: vec![
             env("PRIMARY", c.primary.as_str()),
             env("SEMISYNC_ACKS", crate::roles::acknowledgements(c.flavor, c.replicas).max(1).to_string()),
+            // The first primary's epoch, which it records (issue 31.1).
+            env("EPOCH", "0"),
         ],
     };
     let job = Box::new(job::build(c, &request));

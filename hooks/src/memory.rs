@@ -46,6 +46,9 @@ pub const OPERATIONS_STARTED: &str = "mysqlhook.dev/operations-started";
 pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
 /// The key of the config ConfigMap that names the primary (the agents follow it).
 pub const PRIMARY_KEY: &str = "primary";
+/// The key of the config ConfigMap with the epoch of `primary` (issue 31.1): a
+/// writable server whose own recorded epoch is older fences itself.
+pub const EPOCH_KEY: &str = "epoch";
 /// The key of the config ConfigMap that lists the members (`name=host:port ...`).
 pub const PODS_KEY: &str = "pods";
 /// The key of the config ConfigMap with `spec.replication.maxLagSeconds` (the readiness probe).

@@ -308,9 +308,12 @@ def test_mysql_statements():
     assert "rpl_semi_sync_source_wait_for_replica_count=2;" in q
     assert "rpl_semi_sync_source_wait_point=AFTER_SYNC;" in q
     assert "rpl_semi_sync_source_wait_no_replica=ON;" in q
-    assert q.endswith("SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF")
-    q = out("mysql", "promote_sql 0 false")
-    assert q == "SET GLOBAL rpl_semi_sync_source_enabled=OFF; SET GLOBAL super_read_only=OFF; SET GLOBAL read_only=OFF"
+    assert q.endswith("SET GLOBAL read_only=OFF")
+    # issue 31.1: super_read_only off, the epoch recorded, then writes
+    q = out("mysql", "promote_sql 0 false", EPOCH="7")
+    assert q.startswith("SET GLOBAL rpl_semi_sync_source_enabled=OFF; SET GLOBAL super_read_only=OFF; SET SESSION sql_log_bin=0;")
+    epoch_at, open_at = q.index("REPLACE INTO _mysqlhook.epoch VALUES (1, 7);"), q.index("SET GLOBAL read_only=OFF")
+    assert q.index("super_read_only=OFF") < epoch_at < open_at
     assert "wait_for_replica_count=1;" in out("mysql", "semisync_source_sql true")
 
 
@@ -319,7 +322,10 @@ def test_mariadb_statements():
     assert q.startswith("STOP SLAVE; RESET SLAVE ALL;") and "wait_for" not in q, "MariaDB: exactly one ACK"
     assert "rpl_semi_sync_master_enabled=ON;" in q and q.endswith("SET GLOBAL read_only=OFF")
     assert "super_read_only" not in q
-    assert out("mariadb", "promote_sql 0 false") == "SET GLOBAL rpl_semi_sync_master_enabled=OFF; SET GLOBAL read_only=OFF"
+    q = out("mariadb", "promote_sql 0 false", EPOCH="3")
+    assert q.startswith("SET GLOBAL rpl_semi_sync_master_enabled=OFF; SET SESSION sql_log_bin=0;")
+    assert q.index("VALUES (1, 3);") < q.index("SET GLOBAL read_only=OFF") and q.endswith("SET GLOBAL read_only=OFF")
+    assert sh("mariadb", "echo never", EPOCH="1;DROP").returncode == 1, "EPOCH is a number"
 
 
 # ------------------------------------------------------------ MariaDB relay log

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from conftest import REPORT
-from dbcluster import Session, rows, wait_for
+from dbcluster import Session, probe, rows, wait_for
 
 
 def processlist(s, user=None):
@@ -688,3 +688,51 @@ def test_prestop_waits_for_the_switchover(cluster):
     REPORT.append(f"prestop.sh: primary held {secs:.1f}s, returned {after:.2f}s after the switchover "
                   f"(switchover.sh {rs.seconds:.1f}s, frozenMs {rs.json.get('frozenMs')}); timeout case {s1:.1f}s; "
                   f"replica {s2:.2f}s")
+
+
+# ------------------------------------------------------------------ 31.1: epochs
+
+def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
+    """Issue 31.1: a failover that cannot reach the old primary promotes (semi-sync
+    holds what it acknowledged), but the old primary stays writable.  Once it learns
+    of the newer epoch (the mounted config: primary and epoch), its own agent fences
+    it; until then its readiness fails, and a newly promoted primary is never fenced
+    by a file that still names its predecessor."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    # The failover Job cannot reach db-0 (a cut network): PODS maps it to a closed port.
+    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    new = r.json["primary"]
+    assert new != "db-0" and sorted(c.writable()) == sorted(["db-0", new]), "db-0 was not reachable: still writable"
+    d = c.world.root / c.tag / "epochs"
+    d.mkdir()
+    pf, ef = d / "primary", d / "epoch"
+    # The new primary's agent, while its mounted file still names db-0 of epoch 0: untouched.
+    pf.write_text("db-0\n")
+    ef.write_text("0\n")
+    a = c.run("sidecar", POD_NAME=new, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=c[new].sock,
+              AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+    assert not c[new].read_only() and "fenced-self" not in a.stdout, a
+    # The file moves on (the hook recorded the failover): db-0 is an old primary.
+    pf.write_text(new + "\n")
+    ef.write_text("1\n")
+    rc, out = probe(c, "readiness", "db-0", pf, EPOCH_FILE=ef)
+    assert rc == 1 and "an old primary" in out, out
+    t0 = time.time()
+    a = c.run("sidecar", POD_NAME="db-0", PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=p.sock,
+              AGENT_ITERATIONS=2, AGENT_INTERVAL=0)
+    fenced_s = time.time() - t0
+    assert '"result":"fenced-self"' in a.stdout, a
+    assert c.writable() == [new], c.writable()
+    # and, read-only now, it rejoined the new primary as a replica (its second round)
+    wait_for(lambda: p.replicating_from(c[new]), 30, what="db-0 replicating from the new primary")
+    fill(c[new], 11, 20)
+    c.wait_synced(c[new])
+    assert rows(p) == set(range(1, 21))
+    REPORT.append(f"epochs: an unreachable old primary fenced itself by its agent in {fenced_s:.1f}s "
+                  f"(one agent round) once the file named {new} of epoch 1, then rejoined it")

@@ -2,7 +2,7 @@
 //! `<name>-credentials`.
 //!
 //! `<name>-config` carries what running servers follow without a restart: `primary`
-//! (the pod the agents replicate from), `pods` (the membership), `maxLagSeconds`
+//! (the pod the agents replicate from) and its `epoch`, `pods` (the membership), `maxLagSeconds`
 //! (the readiness probe) and `rebuildErrant` (join.sh), plus, in its
 //! annotations, what the hook must remember ([`crate::memory`]). Moving the primary
 //! or scaling therefore changes no pod template.
@@ -58,6 +58,7 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
     }
     let mut annotations = BTreeMap::new();
     if remembered.initialized {
+        data.insert(memory::EPOCH_KEY.to_owned(), remembered.epoch.to_string());
         annotations.insert(memory::INITIALIZED.to_owned(), "true".to_owned());
         annotations.insert(memory::PRIMARY_EPOCH.to_owned(), remembered.epoch.to_string());
     }

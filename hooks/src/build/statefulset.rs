@@ -124,6 +124,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         pod::env("CONF_DIR", CONF_DIR),
         pod::env("DATA_DIR", DATA_DIR),
         pod::env("PRIMARY_FILE", scripts::config_path(memory::PRIMARY_KEY)),
+        pod::env("EPOCH_FILE", scripts::config_path(memory::EPOCH_KEY)),
         // spec.replication, followed without a restart (the config ConfigMap).
         pod::env("MAX_LAG_FILE", scripts::config_path(memory::MAX_LAG_KEY)),
         pod::env("REBUILD_ERRANT_FILE", scripts::config_path(memory::REBUILD_ERRANT_KEY)),

@@ -597,6 +597,10 @@ fn job_for(input: &Input<'_>, op: &Operation) -> Job {
     if let Some(target) = &op.target {
         vars.push(env("TARGET", target.as_str()));
     }
+    // The epoch the promoted server records (issue 31.1): the Job's number.
+    if let Some(n) = op.job.rsplit_once('-').and_then(|(_, n)| n.parse::<i32>().ok()) {
+        vars.push(env("EPOCH", n.to_string()));
+    }
     let script = match op.kind {
         OperationKind::Failover => {
             vars.push(env("QUORUM", quorum(c.flavor, c.replicas).to_string()));
