@@ -286,3 +286,48 @@ fn signing_keys_reach_only_the_script_that_signs_or_verifies() {
         );
     }
 }
+
+/// Issue 30.8: S3 keys reach a pod only as the uploader's environment, never as a
+/// file (a signing key volume is mounted into the server-image container), and a
+/// signing key named in an S3 Secret is refused.
+#[test]
+fn no_s3_key_is_mounted_as_a_file_and_signing_keys_live_apart() {
+    for (hook, dir) in common::fixture_dirs() {
+        if hook.ends_with("customize") || dir.join("error.txt").exists() {
+            continue;
+        }
+        let body = std::fs::read(dir.join("request.json")).unwrap_or_else(|e| panic!("{e}"));
+        let got: Value = serde_json::from_slice(&common::call_core(&hook, &body)).unwrap_or_else(|e| panic!("{e}"));
+        for child in got["children"].as_array().into_iter().flatten() {
+            let template = match child["kind"].as_str() {
+                Some("CronJob") => &child["spec"]["jobTemplate"]["spec"]["template"],
+                Some("Job" | "StatefulSet") => &child["spec"]["template"],
+                _ => continue,
+            };
+            for volume in template["spec"]["volumes"].as_array().into_iter().flatten() {
+                let sources = std::iter::once(&volume["secret"])
+                    .chain(volume["projected"]["sources"].as_array().into_iter().flatten().map(|s| &s["secret"]));
+                for item in sources.flat_map(|s| s["items"].as_array().into_iter().flatten()) {
+                    let key = item["key"].as_str().unwrap_or_default();
+                    assert!(!key.starts_with("AWS_"), "{}: volume {} mounts {key}", dir.display(), volume["name"]);
+                }
+            }
+        }
+    }
+    for key in ["AWS_SECRET_ACCESS_KEY", "signing-key"] {
+        let mut request = fixture("sync", "restore-pitr-s3-signed");
+        request["parent"]["spec"]["restore"]["signingKey"] = json!({"name": "backup-s3", "key": key});
+        for secret in request["related"]["Secret.v1"].as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            if secret["metadata"]["name"] == "backup-s3" {
+                secret["data"][key] = json!("bm90LWEtcmVhbC1zaWduaW5nLWtleS0wMTIzNDU2Nzg5YWJjZGVm");
+            }
+        }
+        let got = answer("sync", &request);
+        assert!(
+            containers(&got).iter().all(|c| !c["name"].as_str().is_some_and(|n| n.starts_with("restore"))),
+            "a signing key from the S3 Secret ({key}) reaches a restore container"
+        );
+        let c = condition(&got, "Restored");
+        assert_eq!(c["reason"], "BackupCredentialsNotAllowed", "{c}");
+    }
+}

@@ -324,6 +324,26 @@ impl Gate<'_> {
     pub fn storage(&self, storage: &BackupStorage, signing_key: Option<&SecretKeyRef>) -> Result<(), Refusal> {
         if let Some(k) = signing_key {
             let secret = self.opted_in(&k.name, "backup signing key")?;
+            // The key is mounted into the server-image container (the backup and
+            // restore scripts), where no S3 credential belongs (issue 30.8): a Secret
+            // with S3 keys is an uploader's, never a signing key's.
+            let s3_keys: Vec<&str> = secret
+                .data
+                .iter()
+                .flat_map(|d| d.keys())
+                .map(String::as_str)
+                .filter(|key| key.starts_with("AWS_"))
+                .collect();
+            if !s3_keys.is_empty() || k.key.starts_with("AWS_") {
+                return Err(Refusal {
+                    reason: "BackupCredentialsNotAllowed",
+                    message: format!(
+                        "the backup signing key Secret {} also holds S3 credentials ({}): keep the signing key in a Secret of its own, which the backup and restore scripts mount without any S3 key",
+                        k.name,
+                        if s3_keys.is_empty() { k.key.clone() } else { s3_keys.join(", ") }
+                    ),
+                });
+            }
             if !secret.data.as_ref().is_some_and(|d| d.contains_key(&k.key)) {
                 return Err(Refusal {
                     reason: "BackupCredentialsIncomplete",
@@ -639,10 +659,13 @@ mod tests {
 
     #[test]
     fn signing_keys_come_from_opted_in_secrets_too() {
-        let secrets: ByKey<Secret> =
-            [secret("keys", Some("true"), None, &["signing-key"]), secret("plain", None, None, &["signing-key"])]
-                .into_iter()
-                .collect();
+        let secrets: ByKey<Secret> = [
+            secret("keys", Some("true"), None, &["signing-key"]),
+            secret("plain", None, None, &["signing-key"]),
+            secret("s3", Some("true"), None, &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "signing-key"]),
+        ]
+        .into_iter()
+        .collect();
         let none = ByKey::new();
         let claims: ByKey<PersistentVolumeClaim> = [claim("c", Some("true"), None)].into_iter().collect();
         let gate = Gate {
@@ -663,5 +686,9 @@ mod tests {
         assert_eq!(reason(&key("keys", "other")), Err("BackupCredentialsIncomplete"));
         assert_eq!(reason(&key("plain", "signing-key")), Err("BackupCredentialsNotAllowed"));
         assert_eq!(reason(&key("absent", "signing-key")), Err("BackupCredentialsNotAllowed"));
+        // Issue 30.8: the signing key is mounted into the server-image container, so
+        // it never comes from a Secret of S3 credentials, whichever key it names.
+        assert_eq!(reason(&key("s3", "AWS_SECRET_ACCESS_KEY")), Err("BackupCredentialsNotAllowed"));
+        assert_eq!(reason(&key("s3", "signing-key")), Err("BackupCredentialsNotAllowed"));
     }
 }

@@ -697,7 +697,8 @@ pub struct BackupSpec {
     /// Sign every backup with this key (HMAC-SHA256 over the backup's checksums,
     /// `SIGNATURE` next to them), kept outside the store: a restore given the same
     /// key loads only backups it signed. The Secret must be opted in like S3
-    /// credentials (label `mysqlhook.dev/backup-credentials: "true"`).
+    /// credentials (label `mysqlhook.dev/backup-credentials: "true"`), and hold no
+    /// S3 credentials (`AWS_*` keys): it is a Secret of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<SecretKeyRef>,
 
@@ -849,7 +850,8 @@ pub struct RestoreSpec {
 
     /// Load only a backup signed with this key (`spec.backup.signingKey` of the
     /// cluster that wrote it): a missing or wrong signature fails the restore before
-    /// anything is loaded. Opted in like S3 credentials.
+    /// anything is loaded. Opted in like S3 credentials, in a Secret without S3
+    /// credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<SecretKeyRef>,
 
