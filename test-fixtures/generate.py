@@ -635,14 +635,28 @@ def operator_scenarios(st, live):
     # Root local only: a Job (here a requested switchover's) gets no root password.
     write("sync", "operator-account-everywhere-switchover", request(
         annotated(parent(status=st), **{"mysqlhook.dev/switchover-to": "db-2"}), live, related(*agents)))
-    own = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-           "metadata": {"name": "db-root-credentials", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000004",
-                        "resourceVersion": "39003", "creationTimestamp": "2026-11-01T09:00:00Z"},
-           "data": {"root-password": "b3duLXJvb3Q=", "replication-password": "b3duLXJlcGw=",
-                    "operator-password": "b3duLW9wZXJhdG9y"}}
-    rel = related()
-    rel["Secret.v1"] = {f"{NS}/db-root-credentials": own}
-    write("sync", "own-credentials-operator", request(parent(credentialsSecretName="db-root-credentials"), None, rel))
+    own = own_credentials(operator=True)
+    write("sync", "own-credentials-operator", request(parent(credentialsSecretName="db-root-credentials"), None,
+                                                      with_own_credentials(related(), own)))
+
+
+def own_credentials(operator=False, opted_in=True):
+    """The user's own credentials Secret (spec.credentialsSecretName), opted in by its
+    owner (issue 30.3) unless opted_in is False."""
+    data = {"root-password": "b3duLXJvb3Q=", "replication-password": "b3duLXJlcGw="}
+    if operator:
+        data["operator-password"] = "b3duLW9wZXJhdG9y"
+    meta = {"name": "db-root-credentials", "namespace": NS, "uid": "30000000-0000-4000-8000-000000000004",
+            "resourceVersion": "39003", "creationTimestamp": "2026-11-01T09:00:00Z"}
+    if opted_in:
+        meta["labels"] = {"mysqlhook.dev/credentials": "true"}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta, "data": data}
+
+
+def with_own_credentials(rel, secret):
+    rel = copy.deepcopy(rel)
+    rel.setdefault("Secret.v1", {})[f"{NS}/db-root-credentials"] = secret
+    return rel
 
 
 def tls_file(name):
@@ -773,7 +787,17 @@ def main():
     write("sync", "new-cluster", request(parent()))
     write("sync", "long-name", request(parent(name="orders-" + "x" * 70 + "-eu-west-1-primary-cluster")))
     write("sync", "mariadb-new-cluster", request(parent(flavor="mariadb", version="11.4.4")))
-    write("sync", "own-credentials", request(parent(credentialsSecretName="db-root-credentials")))
+    own = parent(credentialsSecretName="db-root-credentials")
+    write("sync", "own-credentials", request(own, None, with_own_credentials(related(), own_credentials())))
+    # Issue 30.3: a Secret its owner did not opt in: no server starts with it; a
+    # cluster that already runs with it keeps running (and is told).
+    unlabelled = with_own_credentials(related(), own_credentials(opted_in=False))
+    write("sync", "own-credentials-not-opted-in", request(own, None, unlabelled))
+    own_running = response_of("sync", "own-credentials")
+    if own_running is not None:
+        write("sync", "own-credentials-not-opted-in-running",
+              request(parent(credentialsSecretName="db-root-credentials", status=own_running["status"]),
+                      observed(own_running["children"]), unlabelled))
     if new is None:
         return
     status = new["status"]

@@ -43,6 +43,13 @@ use crate::{
 /// The label a Secret's owner sets (to `"true"`) to let `MySQL` and `MySQLBackup`
 /// objects of its namespace use it as S3 backup credentials.
 pub const BACKUP_CREDENTIALS_LABEL: &str = "mysqlhook.dev/backup-credentials";
+/// The label a Secret's owner sets (to `"true"`) to let `MySQL` objects of its
+/// namespace run with it as their credentials (`spec.credentialsSecretName`,
+/// issue 30.3): the pods mount its passwords, so without an opt-in any `MySQL`
+/// author could run a cluster, and the SQL a restore loads, with another cluster's
+/// root and operator passwords. [`ALLOWED_CLUSTERS_ANNOTATION`] narrows it as for
+/// backup credentials.
+pub const CREDENTIALS_LABEL: &str = "mysqlhook.dev/credentials";
 /// Optional annotation on such a Secret: the `MySQL` names (comma-separated) that may
 /// use it; unset, every `MySQL` of the namespace may.
 pub const ALLOWED_CLUSTERS_ANNOTATION: &str = "mysqlhook.dev/allowed-clusters";
@@ -273,18 +280,9 @@ impl Gate<'_> {
     }
 
     fn not_opted_in(&self, kind: &str, name: &str, what: &str, label: &str) -> Refusal {
-        Refusal {
-            reason: if label == BACKUP_STORE_LABEL { "BackupStoreNotAllowed" } else { "BackupCredentialsNotAllowed" },
-            message: format!(
-                "the {what} {kind} {name} is not opted in: a store may only use a {kind} of namespace {} labelled {label}=true (set by whoever owns the {kind}); no such {kind} {name} is observed",
-                self.namespace
-            ),
-        }
+        not_opted_in(self.namespace, kind, name, what, label)
     }
 
-    /// An object of the namespace (a Secret or a ServiceAccount) may give this
-    /// cluster backup credentials: it is observed, labelled by its owner, and, with
-    /// the allowed-clusters annotation, names this cluster.
     fn check_opt_in(
         &self,
         meta: Option<&ObjectMeta>,
@@ -293,28 +291,7 @@ impl Gate<'_> {
         what: &str,
         label: &str,
     ) -> Result<(), Refusal> {
-        let meta = meta.filter(|m| {
-            m.name.as_deref() == Some(name)
-                && m.namespace.as_deref() == Some(self.namespace)
-                && m.labels.as_ref().and_then(|l| l.get(label)).map(String::as_str) == Some("true")
-        });
-        let Some(meta) = meta else { return Err(self.not_opted_in(kind, name, what, label)) };
-        if let Some(list) = meta.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
-            if !list.split(',').any(|c| c.trim() == self.cluster) {
-                return Err(Refusal {
-                    reason: if label == BACKUP_STORE_LABEL {
-                        "BackupStoreNotAllowed"
-                    } else {
-                        "BackupCredentialsNotAllowed"
-                    },
-                    message: format!(
-                        "the {what} {kind} {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {}",
-                        self.cluster
-                    ),
-                });
-            }
-        }
-        Ok(())
+        check_opt_in(self.namespace, self.cluster, meta, kind, name, what, label)
     }
 
     /// May a Job use this (resolved) store, and this signing or verification key?
@@ -415,6 +392,67 @@ impl Gate<'_> {
         }
         Ok(())
     }
+}
+
+/// The reason a refusal of an object with the opt-in `label` gives.
+fn refusal_reason(label: &str) -> &'static str {
+    match label {
+        BACKUP_STORE_LABEL => "BackupStoreNotAllowed",
+        CREDENTIALS_LABEL => "CredentialsNotAllowed",
+        _ => "BackupCredentialsNotAllowed",
+    }
+}
+
+fn not_opted_in(namespace: &str, kind: &str, name: &str, what: &str, label: &str) -> Refusal {
+    Refusal {
+        reason: refusal_reason(label),
+        message: format!(
+            "the {what} {kind} {name} is not opted in: {who} a {kind} of namespace {namespace} labelled {label}=true (set by whoever owns the {kind}); no such {kind} {name} is observed",
+            who = if label == CREDENTIALS_LABEL { "a cluster may only run with" } else { "a store may only use" },
+        ),
+    }
+}
+
+/// An object of the namespace (a Secret, a ServiceAccount, a claim) may be used by
+/// the cluster `cluster`: it is observed, labelled `label` by its owner, and, with
+/// the allowed-clusters annotation, names this cluster.
+fn check_opt_in(
+    namespace: &str,
+    cluster: &str,
+    meta: Option<&ObjectMeta>,
+    kind: &str,
+    name: &str,
+    what: &str,
+    label: &str,
+) -> Result<(), Refusal> {
+    let meta = meta.filter(|m| {
+        m.name.as_deref() == Some(name)
+            && m.namespace.as_deref() == Some(namespace)
+            && m.labels.as_ref().and_then(|l| l.get(label)).map(String::as_str) == Some("true")
+    });
+    let Some(meta) = meta else { return Err(not_opted_in(namespace, kind, name, what, label)) };
+    if let Some(list) = meta.annotations.as_ref().and_then(|a| a.get(ALLOWED_CLUSTERS_ANNOTATION)) {
+        if !list.split(',').any(|c| c.trim() == cluster) {
+            return Err(Refusal {
+                reason: refusal_reason(label),
+                message: format!(
+                    "the {what} {kind} {name} may be used by the MySQL clusters {list} only ({ALLOWED_CLUSTERS_ANNOTATION}), not by {cluster}"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// May the cluster `cluster` run with the Secret `name` (`spec.credentialsSecretName`)
+/// as its credentials? Only when the Secret's owner opted it in
+/// ([`CREDENTIALS_LABEL`], and [`ALLOWED_CLUSTERS_ANNOTATION`] when set).
+///
+/// # Errors
+/// A [`Refusal`] (`CredentialsNotAllowed`) naming the Secret, never a password.
+pub fn credentials(namespace: &str, cluster: &str, secrets: &ByKey<Secret>, name: &str) -> Result<(), Refusal> {
+    let secret = secrets.get(&format!("{namespace}/{name}"));
+    check_opt_in(namespace, cluster, secret.map(|s| &s.metadata), "Secret", name, "credentials", CREDENTIALS_LABEL)
 }
 
 #[cfg(test)]
@@ -690,5 +728,33 @@ mod tests {
         // it never comes from a Secret of S3 credentials, whichever key it names.
         assert_eq!(reason(&key("s3", "AWS_SECRET_ACCESS_KEY")), Err("BackupCredentialsNotAllowed"));
         assert_eq!(reason(&key("s3", "signing-key")), Err("BackupCredentialsNotAllowed"));
+    }
+
+    #[test]
+    fn own_credentials_need_their_owners_opt_in() {
+        let labelled = |name: &str, label: &str, clusters: Option<&str>| {
+            let (key, mut s) = secret(name, None, clusters, &["root-password", "replication-password"]);
+            s.metadata.labels = Some(BTreeMap::from([(label.to_owned(), "true".to_owned())]));
+            (key, s)
+        };
+        let secrets: ByKey<Secret> = [
+            labelled("mine", CREDENTIALS_LABEL, None),
+            labelled("for-billing", CREDENTIALS_LABEL, Some("billing")),
+            labelled("for-db", CREDENTIALS_LABEL, Some("billing, db")),
+            // an opt-in for backups is not one for credentials
+            labelled("backups", BACKUP_CREDENTIALS_LABEL, None),
+            secret("other-credentials", None, None, &["root-password", "replication-password"]),
+        ]
+        .into_iter()
+        .collect();
+        let reason = |name: &str| credentials("shop", "db", &secrets, name).map_err(|r| r.reason);
+        assert_eq!(reason("mine"), Ok(()));
+        assert_eq!(reason("for-db"), Ok(()));
+        assert_eq!(reason("for-billing"), Err("CredentialsNotAllowed"));
+        assert_eq!(reason("backups"), Err("CredentialsNotAllowed"));
+        assert_eq!(reason("other-credentials"), Err("CredentialsNotAllowed"));
+        assert_eq!(reason("absent"), Err("CredentialsNotAllowed"));
+        // another namespace's Secret of the same name is not this one
+        assert_eq!(credentials("billing", "db", &secrets, "mine").map_err(|r| r.reason), Err("CredentialsNotAllowed"));
     }
 }

@@ -101,7 +101,9 @@ pub struct MySQLSpec {
     pub replication: ReplicationSpec,
 
     /// Name of an existing Secret with keys `root-password` and
-    /// `replication-password`. When unset the hook creates `<name>-credentials`.
+    /// `replication-password`, opted in by its owner with the label
+    /// `mysqlhook.dev/credentials: "true"`. When unset the hook creates
+    /// `<name>-credentials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub credentials_secret_name: Option<String>,

@@ -55,6 +55,10 @@ pub struct Cluster {
     pub credentials_secret: String,
     /// Whether the hook owns that Secret (it is `<name>-credentials`).
     pub owns_credentials: bool,
+    /// `spec.credentialsSecretName` is refused (not opted in) and no StatefulSet
+    /// runs yet: none is created, so no server starts with passwords the Secret's
+    /// owner did not give (issue 30.3).
+    pub credentials_held: bool,
     /// The Secret has the key `operator-password` (a new Secret the hook makes
     /// has it): the scripts log in over the network as the operator account and
     /// root is local only (issue 18.5). False for a Secret without the key, which
@@ -338,11 +342,40 @@ impl Cluster {
         let (tls, tls_verdict) =
             crate::tls::resolve(parent, &names, replicas, observed, observed.related_secrets(), now);
         let my_cnf = crate::tls::with_cnf_block(&my_cnf, tls.is_some());
+        let namespace = parent.metadata.namespace.clone().unwrap_or_default();
+        // spec.credentialsSecretName only when its owner opted it in (issue 30.3);
+        // else the running pods keep the Secret they mount, and a cluster that has
+        // none yet waits (no StatefulSet) rather than start with passwords nobody chose.
+        let mut credentials_held = false;
         let (credentials_secret, owns_credentials) = match &spec.credentials_secret_name {
-            Some(name) => (name.clone(), false),
+            Some(name) => {
+                match crate::access::credentials(&namespace, &names.cluster, observed.related_secrets(), name) {
+                    Ok(()) => (name.clone(), false),
+                    Err(refusal) => {
+                        let running = running_pod_spec.and_then(running_credentials);
+                        problems.push(Problem {
+                            reason: refusal.reason,
+                            message: format!(
+                                "spec.credentialsSecretName: {}; {}",
+                                refusal.message,
+                                match running {
+                                    Some(r) => format!("the running pods keep the Secret {r}"),
+                                    None => "no server is created until it is".to_owned(),
+                                }
+                            ),
+                        });
+                        match running {
+                            Some(r) => (r.to_owned(), r == names.credentials),
+                            None => {
+                                credentials_held = true;
+                                (name.clone(), false)
+                            }
+                        }
+                    }
+                }
+            }
             None => (names.credentials.clone(), true),
         };
-        let namespace = parent.metadata.namespace.clone().unwrap_or_default();
         let operator_account = if owns_credentials {
             observed.secret_data(&credentials_secret).is_none_or(has_operator_key)
         } else {
@@ -371,6 +404,7 @@ impl Cluster {
             my_cnf,
             credentials_secret,
             owns_credentials,
+            credentials_held,
             operator_account,
             root_remote_drop,
             deletion_policy: spec.deletion_policy,
@@ -397,6 +431,15 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// The Secret a running pod template mounts as its credentials.
+fn running_credentials(pod: &k8s_openapi::api::core::v1::PodSpec) -> Option<&str> {
+    pod.volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == crate::build::pod::CREDENTIALS_VOLUME)
+        .and_then(|v| v.secret.as_ref()?.secret_name.as_deref())
 }
 
 /// A credentials Secret's data holds a non-empty operator password.

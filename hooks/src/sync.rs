@@ -295,7 +295,6 @@ fn desired_children(
     ctx: &Context,
 ) -> Vec<Child> {
     let mut children = vec![
-        Child::StatefulSet(Box::new(statefulset::build(c, partition))),
         Child::Service(Box::new(service::headless(c))),
         Child::Service(Box::new(service::primary(c))),
         Child::Service(Box::new(service::replicas(c))),
@@ -303,6 +302,10 @@ fn desired_children(
         Child::ConfigMap(Box::new(config::option_file(c))),
         Child::PodDisruptionBudget(Box::new(pdb::build(c))),
     ];
+    // No server starts with credentials its Secret's owner did not opt in (issue 30.3).
+    if !c.credentials_held {
+        children.push(Child::StatefulSet(Box::new(statefulset::build(c, partition))));
+    }
     children.extend(older_option_files(c, observed).into_iter().map(|m| Child::ConfigMap(Box::new(m))));
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
     if c.owns_credentials {

@@ -630,7 +630,9 @@ def mysql_object(run: Run, namespace: str, name: str = "db", replicas: int = 3, 
 
 
 def create_credentials(run: Run, namespace: str, name: str) -> None:
-    run.k8s.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+    # opted in by its owner as a cluster's credentials (issue 30.3)
+    run.k8s.create({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": namespace, "labels": {"mysqlhook.dev/credentials": "true"}},
                     "stringData": {"root-password": f"root-{namespace}-pw",
                                    "replication-password": f"repl-{namespace}-pw"}})
 
