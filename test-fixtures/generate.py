@@ -166,9 +166,11 @@ def observed(children, job_states=None):
     return out
 
 
-def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db", mysqld="running"):
+def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db", mysqld="running", agent=None):
     """A StatefulSet pod; `mysqld` is the server container's state: running, or
-    waiting (crash loop, image pull), or None for no container status yet."""
+    waiting (crash loop, image pull), or None for no container status yet;
+    `agent` the agent container's readiness (its /candidate probe), None for no
+    status of it."""
     labels = {
         "app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": cluster,
         "app.kubernetes.io/managed-by": "mysql-hook", "app.kubernetes.io/component": "database",
@@ -197,7 +199,10 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db",
                 "started": mysqld == "running",
                 "state": ({"running": {"startedAt": "2026-11-29T11:00:31Z"}} if mysqld == "running"
                           else {"waiting": {"reason": "CrashLoopBackOff"}}),
-            }]} if mysqld else {}),
+            }] + ([{
+                "name": "agent", "ready": agent, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
+                "started": True, "state": {"running": {"startedAt": "2026-11-29T11:00:31Z"}},
+            }] if agent is not None else [])} if mysqld else {}),
         },
     }
 
@@ -433,6 +438,17 @@ def failover_scenarios(running, st, live):
         earlier["failover"]["primaryNotReadySince"] = "2026-11-29T11:59:45Z"
         write("sync", "failover-primary-missing-past-grace", request(parent(status=earlier), live,
                                                                      related(*healthy[1:])))
+    # Issue 31.2: what a missing primary really looks like: every replica NotReady
+    # (its receiver lost the source), their servers running and their agents
+    # answering /candidate. The failover starts; the Job examines them.
+    if missing is not None:
+        lost = [server_pod(f"db-{i}", i, False, down, agent=True) for i in (1, 2)]
+        write("sync", "failover-primary-missing-replicas-candidates", request(parent(status=earlier), live,
+                                                                              related(*lost)))
+        # Their agents say no (a partial seed, errant transactions): nobody to promote.
+        refused = [server_pod(f"db-{i}", i, False, down, agent=False) for i in (1, 2)]
+        write("sync", "failover-primary-missing-no-candidate", request(parent(status=earlier), live,
+                                                                       related(*refused)))
     # The primary's server is down too (crash loop): nobody to promote.
     write("sync", "failover-no-replica-ready", request(parent(status=st), live,
                                                        related(*with_primary_down(replicas_ready=(False, False),

@@ -25,6 +25,12 @@ pub struct Member<'a> {
     /// The server container runs (whether or not it is Ready): a failover Job can
     /// reach it, fence it, and, when it is the most advanced, make it writable again.
     pub mysqld_running: bool,
+    /// The server runs and its agent's `/candidate` probe passes (no partial seed,
+    /// no transactions the primary lacks): a failover may promote it although the
+    /// pod is not Ready. A replica whose primary is gone is NotReady (its receiver
+    /// lost the source) but is exactly what a failover needs (issue 31.2); the
+    /// failover Job examines it again before it promotes anyone.
+    pub candidate: bool,
     pub pod: &'a Pod,
 }
 
@@ -69,6 +75,15 @@ impl<'a> Observed<'a> {
                 .as_ref()
                 .and_then(|s| s.conditions.as_ref())
                 .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+            let container = |want: &str| {
+                pod.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.name == want))
+            };
+            let mysqld_running =
+                container(crate::model::MYSQLD).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some());
+            let agent_ready = container(crate::build::statefulset::AGENT).is_some_and(|c| c.ready);
             members.insert(
                 ordinal,
                 Member {
@@ -79,13 +94,8 @@ impl<'a> Observed<'a> {
                     ready_since: ready_condition.and_then(|c| c.last_transition_time.as_ref()).map(|t| t.0),
                     ip: pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
                     terminating: pod.metadata.deletion_timestamp.is_some(),
-                    mysqld_running: pod
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.container_statuses.as_ref())
-                        .and_then(|c| c.iter().find(|c| c.name == crate::model::MYSQLD))
-                        .and_then(|c| c.state.as_ref())
-                        .is_some_and(|s| s.running.is_some()),
+                    mysqld_running,
+                    candidate: mysqld_running && agent_ready && pod.metadata.deletion_timestamp.is_none(),
                     pod,
                 },
             );

@@ -13,8 +13,10 @@
 //! backoff after a failed attempt runs, a failover starts when it can promote
 //! someone safely: the old primary's server still runs (a primary that restarted
 //! read-only: the Job fences it and, as the most advanced server, makes it writable
-//! again; this is also how a single server recovers), or a replica is Ready and
-//! at least the quorum of replica servers runs (see [`super::quorum`]).
+//! again; this is also how a single server recovers), or a replica is a candidate
+//! (Ready, or its agent's `/candidate` probe passes: with the primary gone every
+//! replica is NotReady) and at least the quorum of replica servers runs (see
+//! [`super::quorum`]). The failover Job examines every candidate again.
 
 use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 
@@ -73,9 +75,13 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
         );
     }
     let member = f.observed.member(f.primary);
+    // Ready replicas, and those whose server answers its agent as a candidate
+    // (issue 31.2: with the primary gone every replica is NotReady).
     let candidates: Vec<&str> = f
         .observed
-        .ready_members()
+        .members
+        .values()
+        .filter(|m| m.ready || m.candidate)
         .filter(|m| m.name != f.primary && !m.terminating && m.ordinal < f.replicas)
         .map(|m| m.name)
         .collect();
@@ -200,7 +206,11 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
     if !primary_runs && candidates.is_empty() {
         return wait(
             status,
-            verdict(false, "NoReadyReplica", format!("{down}; no replica is Ready, so none can be promoted")),
+            verdict(
+                false,
+                "NoReadyReplica",
+                format!("{down}; no replica is Ready or answers its agent as a candidate, so none can be promoted"),
+            ),
             i64::from(BUSY_SECONDS),
         );
     }
