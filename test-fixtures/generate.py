@@ -1043,6 +1043,15 @@ def safety_scenarios(running, st, live, deleting):
     write("sync", "failover-no-quorum", request(parent(status=st), live, related(*crashed)))
     write("sync", "failover-forced", request(
         annotated(parent(status=st), **{"mysqlhook.dev/force-failover": "db-0"}), live, related(*crashed)))
+    # Issue 31.2: the annotation forces one failover. Its ConfigMap remembers the use;
+    # with the annotation left in place the next outage of db-0 waits for the quorum
+    # again, and once the annotation is removed the memory goes too.
+    forced = response_of("sync", "failover-forced")
+    if forced is not None:
+        used = observed([c for c in forced["children"] if c["kind"] != "Job"])
+        write("sync", "failover-forced-used", request(
+            annotated(parent(status=st), **{"mysqlhook.dev/force-failover": "db-0"}), used, related(*crashed)))
+        write("sync", "failover-forced-annotation-removed", request(parent(status=st), used, related(*crashed)))
     # A primary that restarted read-only: not Ready, its server runs; the replicas too.
     restarted = [server_pod("db-0", 0, False, down), server_pod("db-1", 1, True), server_pod("db-2", 2, True)]
     write("sync", "failover-primary-restarted", request(parent(status=st), live, related(*restarted)))

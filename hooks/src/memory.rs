@@ -44,6 +44,11 @@ pub const PRIMARY_EPOCH: &str = "mysqlhook.dev/primary-epoch";
 pub const OPERATIONS_STARTED: &str = "mysqlhook.dev/operations-started";
 /// Annotation on the config ConfigMap: the newest server version any pod has run.
 pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
+/// The `force-failover` value a forced failover has used (issue 31.2): the
+/// annotation forces one failover, not every later one of the same pod. Kept while
+/// the parent's annotation still says the same, forgotten once it is removed or
+/// changed, so setting it again forces again.
+pub const FORCE_FAILOVER_USED: &str = "mysqlhook.dev/force-failover-used";
 /// The key of the config ConfigMap that names the primary (the agents follow it).
 pub const PRIMARY_KEY: &str = "primary";
 /// The key of the config ConfigMap with the epoch of `primary` (issue 31.1): a
@@ -103,6 +108,8 @@ pub struct Memory {
     pub operations_started: i32,
     /// The newest server version any pod is known to have run.
     pub newest_version: Option<Version>,
+    /// The `force-failover` value a forced failover used ([`FORCE_FAILOVER_USED`]).
+    pub force_failover_used: Option<String>,
 }
 
 /// A role-change Job observed: its kind, number and (if it finished) outcome.
@@ -265,6 +272,7 @@ pub fn recall(parent: &MySQL, observed: &Observed<'_>, names: &Names) -> Memory 
         primary: primary.cloned(),
         operations_started,
         newest_version,
+        force_failover_used: annotation(FORCE_FAILOVER_USED).map(str::to_owned),
     }
 }
 

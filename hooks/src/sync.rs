@@ -124,6 +124,7 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         epoch: roles.epoch,
         operations_started: roles.operations_started,
         newest_version: memory.newest_version.map(|v| v.to_string()),
+        force_failover_used: roles.force_failover_used.clone(),
     };
     let mut children = desired_children(&cluster, &observed, rollout.partition, &remembered, ctx);
     // The bootstrap Job stays the record of the first primary until a role change.

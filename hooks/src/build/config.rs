@@ -38,6 +38,8 @@ pub struct Remembered {
     pub epoch: i32,
     pub operations_started: i32,
     pub newest_version: Option<String>,
+    /// The `force-failover` value a forced failover used, while the annotation stays.
+    pub force_failover_used: Option<String>,
 }
 
 #[must_use]
@@ -67,6 +69,9 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
     }
     if let Some(v) = &remembered.newest_version {
         annotations.insert(memory::NEWEST_VERSION.to_owned(), v.clone());
+    }
+    if let Some(v) = &remembered.force_failover_used {
+        annotations.insert(memory::FORCE_FAILOVER_USED.to_owned(), v.clone());
     }
     ConfigMap {
         metadata: ObjectMeta {

@@ -35,6 +35,8 @@ pub struct Facts<'a> {
     pub quorum: i32,
     /// A human forced a failover of this primary with fewer ([`super::FORCE_FAILOVER`]).
     pub forced: bool,
+    /// The annotation names this primary but has forced a failover already.
+    pub force_used: bool,
     pub spec: &'a FailoverSpec,
     pub initialized: bool,
     /// When the primary took its role (bootstrap or the last role change). The
@@ -221,11 +223,16 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
                 false,
                 "NoQuorum",
                 format!(
-                    "{down}; {running_replicas} of {} replica servers run, and a failover must examine {} so that no acknowledged commit is lost (it could sit on a replica that does not answer); it waits. To fail over anyway, accepting that loss: kubectl annotate mysql <name> {}={}",
+                    "{down}; {running_replicas} of {} replica servers run, and a failover must examine {} so that no acknowledged commit is lost (it could sit on a replica that does not answer); it waits. To fail over anyway, accepting that loss: kubectl annotate mysql <name> {}={}{}",
                     f.replicas - 1,
                     f.quorum,
                     super::FORCE_FAILOVER,
-                    f.primary
+                    f.primary,
+                    if f.force_used {
+                        " (the annotation there has forced one failover of it already: remove it, then set it again)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
             i64::from(BUSY_SECONDS),

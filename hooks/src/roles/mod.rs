@@ -187,6 +187,9 @@ pub struct Roles {
     pub resync_after: Option<u32>,
     /// A rollout's switchover failed in this sync: why (the rollout backs off).
     pub rollout_switchover_failed: Option<String>,
+    /// The [`FORCE_FAILOVER`] value a forced failover has used, to remember while
+    /// the annotation stays (see [`memory::FORCE_FAILOVER_USED`]).
+    pub force_failover_used: Option<String>,
 }
 
 impl Roles {
@@ -215,6 +218,12 @@ pub fn plan(input: &Input<'_>) -> Roles {
         conditions: Vec::new(),
         resync_after: None,
         rollout_switchover_failed: None,
+        // Kept while the annotation still names what it forced.
+        force_failover_used: input
+            .memory
+            .force_failover_used
+            .clone()
+            .filter(|used| input.force_failover == Some(used.as_str())),
     };
     let role_jobs = memory::role_jobs(input.observed, &c.names);
 
@@ -286,7 +295,8 @@ pub fn plan(input: &Input<'_>) -> Roles {
         observed: input.observed,
         replicas: c.replicas,
         quorum: quorum(c.flavor, c.replicas),
-        forced: input.force_failover.is_some_and(|p| p == r.primary),
+        forced: force_applies(input).is_some_and(|p| p == r.primary),
+        force_used: input.force_failover.is_some_and(|p| p == r.primary) && force_applies(input).is_none(),
         spec: input.failover,
         initialized: input.initialized,
         primary_since: primary_since(input, &r),
@@ -412,7 +422,8 @@ enum Progress {
 
 fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
     let Some(observed) = input.observed.job(&op.job) else {
-        let job = job_for(input, op);
+        // The same Job as when it started: forced then if the annotation named its primary.
+        let job = job_for(input, op, input.force_failover == Some(op.from.as_str()));
         // Just created, or not yet in Metacontroller's cache: keep it; but a Job the
         // API server never accepted must not block every role change forever.
         if now.as_second() - op.started_at.0.as_second() > JOB_APPEAR_SECONDS {
@@ -572,10 +583,21 @@ fn start(
     }
     let op = Operation { kind, job: name, from, target, reason: reason.to_owned(), started_at: Time(now) };
     r.operations_started = n;
-    r.job = Some(job_for(input, &op));
+    let forced = kind == OperationKind::Failover && force_applies(input).is_some_and(|p| p == op.from);
+    r.job = Some(job_for(input, &op, forced));
+    if forced {
+        r.force_failover_used = Some(op.from.clone());
+    }
     r.operation = Some(op.clone());
     r.resync(BUSY_SECONDS);
     op
+}
+
+/// The pod the [`FORCE_FAILOVER`] annotation forces a failover of, unless a
+/// forced failover has used that value already (issue 31.2: a leftover annotation
+/// must not force every later failover of the same pod).
+fn force_applies<'a>(input: &Input<'a>) -> Option<&'a str> {
+    input.force_failover.filter(|p| input.memory.force_failover_used.as_deref() != Some(*p))
 }
 
 fn purpose(kind: OperationKind) -> &'static str {
@@ -588,7 +610,7 @@ fn purpose(kind: OperationKind) -> &'static str {
 /// The Job of an operation. The name recorded in status is authoritative; the
 /// reason rides along as an annotation, so the operation can be rebuilt from the
 /// Job alone.
-fn job_for(input: &Input<'_>, op: &Operation) -> Job {
+fn job_for(input: &Input<'_>, op: &Operation, forced: bool) -> Job {
     let c = input.cluster;
     let mut vars = vec![
         env("PRIMARY", op.from.as_str()),
@@ -604,7 +626,7 @@ fn job_for(input: &Input<'_>, op: &Operation) -> Job {
     let script = match op.kind {
         OperationKind::Failover => {
             vars.push(env("QUORUM", quorum(c.flavor, c.replicas).to_string()));
-            if input.force_failover.is_some_and(|p| p == op.from) {
+            if forced {
                 vars.push(env("FORCE", "1"));
             }
             "failover.sh"
