@@ -886,6 +886,15 @@ def main():
     }, services={"primary": {"type": "LoadBalancer",
                              "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}},
                  "replicas": {"type": "NodePort"}}), live, related(*pods([True, True, True]))))
+    # Issue 30.6: what spec.pod may not set is left out and reported; the rest passes.
+    write("sync", "pod-settings-refused", request(parent(status=st, pod={
+        "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+                        {"operator": "Exists"},
+                        {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}],
+        "priorityClassName": "system-cluster-critical",
+        "annotations": {"container.apparmor.security.beta.kubernetes.io/exporter": "unconfined",
+                        "cost-center": "42"},
+    }), live, related(*pods([True, True, True]))))
     monitoring_scenarios(st, live)
     operator_scenarios(st, live)
     tls_scenarios(st, live)

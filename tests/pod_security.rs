@@ -356,3 +356,45 @@ fn the_checker_catches_violations() {
         assert!(v.iter().any(|x| x.contains(want)), "{want} not caught: {v:?}");
     }
 }
+
+/// Issue 30.6: what `spec.pod` passes through never weakens a pod or reaches the
+/// control plane: no emitted template carries a security-profile annotation, a
+/// `system-*` priority class, a toleration of the control-plane taints or one
+/// without a key (`sync/pod-settings-refused` asks for all of them).
+#[test]
+fn user_settings_cannot_weaken_the_pod() {
+    let mut templates = 0;
+    let mut failures = Vec::new();
+    for hook in ["sync", "finalize"] {
+        let Ok(entries) = fs::read_dir(root().join("test-fixtures").join(hook)) else { continue };
+        for e in entries.flatten() {
+            let Ok(text) = fs::read_to_string(e.path().join("response.json")) else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            for o in v["children"].as_array().into_iter().flatten() {
+                let template = match o["kind"].as_str() {
+                    Some("StatefulSet" | "Job") => &o["spec"]["template"],
+                    Some("CronJob") => &o["spec"]["jobTemplate"]["spec"]["template"],
+                    _ => continue,
+                };
+                templates += 1;
+                let at = format!("{}: {}/{}", e.path().display(), o["kind"], o["metadata"]["name"]);
+                for key in template["metadata"]["annotations"].as_object().into_iter().flat_map(|a| a.keys()) {
+                    if key.contains("apparmor.security") || key.contains("seccomp.security") {
+                        failures.push(format!("{at}: annotation {key}"));
+                    }
+                }
+                if template["spec"]["priorityClassName"].as_str().is_some_and(|c| c.starts_with("system-")) {
+                    failures.push(format!("{at}: priorityClassName {}", template["spec"]["priorityClassName"]));
+                }
+                for t in template["spec"]["tolerations"].as_array().into_iter().flatten() {
+                    let key = t["key"].as_str().unwrap_or_default();
+                    if key.is_empty() || key.starts_with("node-role.kubernetes.io/") {
+                        failures.push(format!("{at}: toleration {t}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(templates > 100, "only {templates} pod templates in the golden answers");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -48,6 +48,7 @@ pub mod mycnf;
 pub mod mysqlbackup;
 pub mod names;
 pub mod observed;
+pub mod placement;
 pub mod quantity;
 pub mod restore;
 pub mod roles;

@@ -338,6 +338,16 @@ impl Cluster {
                 ),
             });
         }
+        let weakening = crate::placement::refuse_weakening(&mut placement);
+        if !weakening.is_empty() {
+            problems.push(Problem {
+                reason: "PodSettingsRefused",
+                message: format!(
+                    "spec.pod settings that would weaken the pods or reach beyond the cluster's own nodes are left out (docs/security.md): {}",
+                    weakening.join("; ")
+                ),
+            });
+        }
         // TLS: checked against the membership this sync leaves.
         let (tls, tls_verdict) =
             crate::tls::resolve(parent, &names, replicas, observed, observed.related_secrets(), now);
