@@ -80,6 +80,37 @@ fn every_cluster_admits_only_its_pods_and_the_named_namespaces() {
     assert_eq!(p["spec"]["ingress"][0]["from"].as_array().map(Vec::len), Some(2));
 }
 
+/// Issue 30.8: with the exporter sidecar, its port 9104 is open to the scrapers'
+/// namespaces only (`monitoring` by default, where the shipped PodMonitor's
+/// Prometheus runs), and 3306 stays as it was.
+#[test]
+fn the_exporter_port_is_open_to_the_scrapers_namespaces_only() {
+    let request = fixture("sync", "monitoring-enabled");
+    let p = policy(&answer("sync", &request));
+    let ingress = p["spec"]["ingress"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ingress.len(), 2, "{}", p["spec"]);
+    assert_eq!(ingress[0]["ports"], json!([{"port": 3306, "protocol": "TCP"}]));
+    assert_eq!(ingress[1]["ports"], json!([{"port": 9104, "protocol": "TCP"}]));
+    let scrapers = json!([{"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["monitoring"]}]}}]);
+    assert_eq!(ingress[1]["from"], scrapers);
+
+    let mut named = request.clone();
+    named["parent"]["spec"]["network"] = json!({"metricsNamespaces": ["prometheus", "ops"]});
+    let p = policy(&answer("sync", &named));
+    assert_eq!(
+        p["spec"]["ingress"][1]["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["ops", "prometheus"])
+    );
+    let mut none = request;
+    none["parent"]["spec"]["network"] = json!({"metricsNamespaces": []});
+    let p = policy(&answer("sync", &none));
+    assert_eq!(p["spec"]["ingress"].as_array().map(Vec::len), Some(1), "{}", p["spec"]);
+    // Without the exporter nothing but 3306.
+    let p = policy(&answer("sync", &fixture("sync", "running")));
+    assert_eq!(p["spec"]["ingress"].as_array().map(Vec::len), Some(1));
+}
+
 #[test]
 fn metacontroller_owns_and_updates_the_policy() {
     let root = env!("CARGO_MANIFEST_DIR");

@@ -207,7 +207,19 @@ pub struct NetworkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
     pub client_namespaces: Option<Vec<String>>,
+
+    /// Namespaces whose pods may scrape the exporter sidecar's port 9104, when
+    /// `spec.monitoring.exporter` runs. Unset: `monitoring`, where the shipped
+    /// monitoring component (`metacontroller/components/monitoring`) runs Prometheus.
+    /// Empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxItems" = 64, "items" = {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}))]
+    pub metrics_namespaces: Option<Vec<String>>,
 }
+
+/// The namespace that may scrape the exporters when `spec.network.metricsNamespaces`
+/// is unset: the shipped monitoring component's.
+pub const DEFAULT_METRICS_NAMESPACE: &str = "monitoring";
 
 /// An application account.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
