@@ -83,6 +83,21 @@ fn bad_env(message: impl Into<String>) -> Failure {
     Failure::new("bad-env", message)
 }
 
+/// The password `name`: the exact bytes of the file `<name>_FILE` names (a mounted
+/// Secret key), else the variable `name` itself (tests, by hand); `None` when
+/// neither says one.
+///
+/// # Errors
+/// `bad-env` for a file that cannot be read or is not UTF-8.
+pub fn secret(env: &dyn Env, name: &str) -> Result<Option<Secret>> {
+    if let Some(file) = env.var(&format!("{name}_FILE")) {
+        let bytes = env.read(Path::new(&file)).map_err(|e| bad_env(format!("{name}_FILE: {file}: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|_| bad_env(format!("{name}_FILE: {file} is not UTF-8")))?;
+        return Ok(Some(Secret(text)).filter(|s| !s.0.is_empty()));
+    }
+    Ok(env.var(name).map(Secret))
+}
+
 impl Context {
     /// # Errors
     /// `bad-env` for a missing or malformed setting.
@@ -108,15 +123,7 @@ impl Context {
         if pods.is_empty() {
             return Err(bad_env("PODS is empty"));
         }
-        let secret = |name: &str| -> Result<Option<Secret>> {
-            if let Some(file) = env.var(&format!("{name}_FILE")) {
-                let bytes = env.read(Path::new(&file)).map_err(|e| bad_env(format!("{name}_FILE: {file}: {e}")))?;
-                let text =
-                    String::from_utf8(bytes).map_err(|_| bad_env(format!("{name}_FILE: {file} is not UTF-8")))?;
-                return Ok(Some(Secret(text)).filter(|s| !s.0.is_empty()));
-            }
-            Ok(env.var(name).map(Secret))
-        };
+        let secret = |name: &str| secret(env, name);
         let operator = secret("OPERATOR_PASSWORD")?;
         let root = secret("MYSQL_ROOT_PASSWORD")?;
         let replication = secret("REPLICATION_PASSWORD")?;

@@ -20,6 +20,7 @@
 //! - [`users`]: the application accounts of `spec.users`.
 
 pub mod context;
+pub mod exporter_user;
 pub mod fence;
 pub mod probe;
 pub mod server;

@@ -32,7 +32,12 @@ fn main() -> ExitCode {
     if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
         eprintln!("{command}: cannot write {log}: {e}");
     }
-    if report.result == "error" { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    // 75 (EX_TEMPFAIL): nothing done, try again later (as the scripts' `waiting`).
+    match report.result.as_str() {
+        "error" => ExitCode::FAILURE,
+        "waiting" => ExitCode::from(75),
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 /// `probe liveness|readiness|candidate`: a kubelet exec probe. One line on stdout
@@ -57,7 +62,8 @@ fn probe(env: &ProcessEnv, mode: &str) -> ExitCode {
 fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
     match command {
         "users" => agent::users::run(&Context::from_env(env)?, env),
+        "exporter-user" => agent::exporter_user::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
-        other => Err(Failure::new("bad-env", format!("unknown command {other:?}; one of: users"))),
+        other => Err(Failure::new("bad-env", format!("unknown command {other:?}; one of: users, exporter-user"))),
     }
 }

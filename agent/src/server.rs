@@ -76,13 +76,27 @@ impl Server {
         let Some(root) = &ctx.root else {
             return Err(ConnectError::Refused("no root password for the socket".to_owned()));
         };
+        Self::login_socket(ctx, pod, socket, "root", root)
+    }
+
+    /// A session over the server's socket as `user@'localhost'` with `password`.
+    ///
+    /// # Errors
+    /// Why it could not connect (`Refused` for a wrong password).
+    pub fn login_socket(
+        ctx: &Context,
+        pod: &str,
+        socket: &Path,
+        user: &str,
+        password: &Secret,
+    ) -> std::result::Result<Self, ConnectError> {
         let opts = OptsBuilder::new()
             .socket(Some(socket.to_string_lossy().into_owned()))
             .prefer_socket(true)
             .tcp_connect_timeout(Some(ctx.connect_timeout))
             .read_timeout(Some(ctx.query_timeout))
             .write_timeout(Some(ctx.query_timeout));
-        Self::open(ctx, pod, opts, "root", root)
+        Self::open(ctx, pod, opts, user, password)
     }
 
     fn open(

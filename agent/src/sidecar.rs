@@ -11,7 +11,7 @@
 //! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
 //!   the one-shot steps that keep this server in its role: `join.sh` (become or
 //!   stay a replica of the recorded primary), and on the primary `operator-user.sh`
-//!   (with `OPERATOR_PASSWORD_FILE`) and `exporter-user.sh` (with
+//!   (with `OPERATOR_PASSWORD_FILE`) and the agent's own [`crate::exporter_user`] (with
 //!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
 //!   `tls-reload.sh` at the start and whenever the mounted certificate, key or CA
 //!   change. Those steps are still scripts (issue 32 ports them one by one); this
@@ -52,7 +52,7 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:9106";
 
 /// The readiness answer, from a session kept open between probes.
 pub struct Prober {
-    ctx: Context,
+    pub(crate) ctx: Context,
     paths: Paths,
     session: Mutex<Option<Server>>,
 }
@@ -172,6 +172,15 @@ pub fn serve_probes(listen: &str, prober: Arc<Prober>, env: Arc<dyn Env + Send +
     Ok(())
 }
 
+/// Writes `line` as the container's termination log (`TERMINATION_LOG`, default
+/// `/dev/termination-log`), as every script writes its result line.
+fn termination_log(env: &dyn Env, line: &str) {
+    let log = env.var("TERMINATION_LOG").unwrap_or_else(|| "/dev/termination-log".to_owned());
+    if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
+        eprintln!("agent: cannot write {log}: {e}");
+    }
+}
+
 /// The last stdout line of a step (a script's result line).
 fn step(scripts: &Path, script: &str) -> String {
     match Command::new("bash").arg(scripts.join(script)).output() {
@@ -259,7 +268,10 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
             state.report("operator", step(&scripts, "operator-user.sh"));
         }
         if primary && (env.var("EXPORTER_PASSWORD_FILE").is_some() || env.var("EXPORTER_PASSWORD").is_some()) {
-            state.report("exporter", step(&scripts, "exporter-user.sh"));
+            let line = crate::exporter_user::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();
+            // As the scripts do: the container's termination log holds the last step's line.
+            termination_log(env.as_ref(), &line);
+            state.report("exporter", line);
         }
         if let Some(ca) = &tls_ca
             && let Some(files) = tls_files(ca)

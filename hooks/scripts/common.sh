@@ -1336,25 +1336,6 @@ sql_create_repl_user() {
     REVOKE ALL PRIVILEGES, GRANT OPTION FROM '$REPL_USER'@'%';
     GRANT REPLICATION SLAVE ON *.* TO '$REPL_USER'@'%'"
 }
-# The mysqld_exporter account (exporter-user.sh): local logins only, at most 3
-# connections, no access to application data.  MySQL: REPLICATION CLIENT for
-# SHOW REPLICA STATUS (RM 15.7.7.35), PROCESS for the InnoDB information_schema
-# tables.  MariaDB: SLAVE MONITOR for SHOW SLAVE STATUS (10.5.9+), BINLOG MONITOR
-# (what REPLICATION CLIENT means there since 10.5.2), PROCESS.
-sql_create_exporter_user() {
-  local pw
-  pw=$(sql_quote "${EXPORTER_PASSWORD:?EXPORTER_PASSWORD is required}")
-  case $FLAVOR in
-    mysql) sql "$1" "CREATE USER IF NOT EXISTS 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
-      ALTER USER 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
-      GRANT PROCESS, REPLICATION CLIENT ON *.* TO 'exporter'@'localhost';
-      GRANT SELECT ON performance_schema.* TO 'exporter'@'localhost'" ;;
-    mariadb) sql "$1" "CREATE USER IF NOT EXISTS 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
-      ALTER USER 'exporter'@'localhost' IDENTIFIED BY $pw WITH MAX_USER_CONNECTIONS 3;
-      GRANT PROCESS, BINLOG MONITOR, SLAVE MONITOR ON *.* TO 'exporter'@'localhost';
-      GRANT SELECT ON performance_schema.* TO 'exporter'@'localhost'" ;;
-  esac
-}
 # Can the repl account log in with the current password? (skip re-creating it)
 repl_user_ok() {
   local tmp=$CNF rc=0

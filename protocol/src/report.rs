@@ -68,6 +68,12 @@ pub struct Report {
     /// The accounts it dropped (made by an earlier run, no longer declared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<Vec<String>>,
+    /// The pod an account command ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// Whether an account command changed anything (a steady cluster writes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<bool>,
     /// A human-readable account of what happened or went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

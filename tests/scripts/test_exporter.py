@@ -1,5 +1,5 @@
 """The mysqld_exporter account against real MariaDB servers: agent.sh creates
-it on the primary through exporter-user.sh, it replicates, it holds only what
+it on the primary through mysql-hook-agent exporter-user, it replicates, it holds only what
 the exporter needs, a changed password is set again, nothing happens on a
 read-only server; and Debian's mysqld_exporter logged in as it through a
 server's socket reports what the alerts read.
@@ -20,7 +20,7 @@ from test_scripts import Cluster
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "observability"))
 import prom  # noqa: E402
 
-# Quotes, a backslash, '#', '$' and a space: the SQL quoting of exporter-user.sh.
+# Quotes, a backslash, '#', '$' and a space: the SQL quoting of the agent's exporter-user.
 AWKWARD = "ex'p\\o rt#$\"1"
 
 
@@ -104,7 +104,7 @@ def test_exporter_account(world, request):
 
         # Never on a read-only server (it would be a transaction the primary lacks).
         before = replica.value("SELECT @@gtid_binlog_pos")
-        r = c.run("exporter-user.sh", POD_NAME="db-1", EXPORTER_PASSWORD="third", EXPORTER_SOCKET=replica.sock)
+        r = c.run("exporter-user", POD_NAME="db-1", EXPORTER_PASSWORD="third", EXPORTER_SOCKET=replica.sock)
         assert r.rc == 75 and r.json["result"] == "waiting" and r.json["reason"] == "self-read-only", r
         assert replica.value("SELECT @@gtid_binlog_pos") == before
 
@@ -121,7 +121,7 @@ def test_exporter_account(world, request):
         lag = [v for k, v in s.items() if k.startswith("mysql_slave_status_seconds_behind_master{")]
         assert io == [1] and sql == [1] and lag == [0], (io, sql, lag)
         assert not any(k.startswith("mysql_slave_status_") for k in p), "the primary replicates from nobody"
-        REPORT.append("exporter: account created on the primary by agent.sh, replicated, least privilege, "
+        REPORT.append("exporter: account created on the primary by the agent sidecar, replicated, least privilege, "
                       "reset on a new password; mysqld_exporter up on primary and replica")
     finally:
         c.close()

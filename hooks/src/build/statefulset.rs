@@ -336,7 +336,7 @@ const DATA_DIR_VOLUME: &str = DATA_VOLUME;
 /// `run` emptyDir the containers share. A socket login is how MySQL 8.4's default
 /// `caching_sha2_password` works without TLS, and it keeps the account local.
 pub const SOCKET: &str = "/var/run/mysqld/mysqld.sock";
-/// The exporter's account (`exporter-user.sh` makes it: `'exporter'@'localhost'`).
+/// The exporter's account (`mysql-hook-agent exporter-user` makes it: `'exporter'@'localhost'`).
 /// The agent sidecar's container name (`mysql-hook-agent sidecar`).
 pub const AGENT: &str = "agent";
 /// The port the sidecar answers the probes on (`AGENT_LISTEN`, its default), and
@@ -348,7 +348,7 @@ pub const EXPORTER_USER: &str = "exporter";
 pub const EXPORTER_PORT: i32 = 9104;
 
 /// For the agent, with the exporter: it keeps the account `exporter` on the primary
-/// with this password (`exporter-user.sh`), checking it through the socket.
+/// with this password (`mysql-hook-agent exporter-user`), checking it through the socket.
 fn exporter_account_env(c: &Cluster) -> Vec<EnvVar> {
     if c.exporter.is_none() {
         return Vec::new();
