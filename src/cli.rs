@@ -37,6 +37,11 @@ pub enum Command {
     /// servers' volumes after `spec.storage.size` grew. Exit status 1 when the API
     /// server refuses a claim (its StorageClass does not allow expansion).
     GrowClaims(crate::grow::GrowArgs),
+    /// Check backup schedules as `spec.backup.schedule` and `binlogSchedule` are
+    /// checked: read one schedule per line on standard input, print `ok` or the
+    /// reason it would be refused (`InvalidSchedule`) for each, in order. Exit
+    /// status 2 when any is refused.
+    CheckSchedules,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Plan(args)) => return mysql_hook::plan::main(&args, &cli.serve),
         Some(Command::GrowClaims(args)) => return mysql_hook::grow::main(&args),
+        Some(Command::CheckSchedules) => return check_schedules(),
         Some(Command::Serve) | None => serve(&cli.serve),
     };
     match result {
@@ -40,6 +41,34 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `mysql-hook check-schedules`: the hook's own schedule check, for users before
+/// they edit a spec and for the conformance suite, which holds it to the API
+/// server's CronJob validation.
+fn check_schedules() -> ExitCode {
+    let mut refused = false;
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lines() {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                eprintln!("mysql-hook check-schedules: reading standard input: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let verdict = match hooks::cron::check(&line) {
+            Ok(()) => "ok".to_owned(),
+            Err(why) => {
+                refused = true;
+                format!("refused: {why}")
+            }
+        };
+        if writeln!(out, "{verdict}").is_err() {
+            return ExitCode::FAILURE;
+        }
+    }
+    if refused { ExitCode::from(2) } else { ExitCode::SUCCESS }
 }
 
 fn print_crds() -> Result<(), String> {

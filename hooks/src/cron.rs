@@ -28,7 +28,9 @@ const FIELDS: [Field; 5] = [
     Field {
         name: "day of week",
         min: 0,
-        max: 7,
+        // robfig/cron v3 (the API server's parser) stops at 6: `7` for Sunday,
+        // which other crons take, is refused there on every sync.
+        max: 6,
         names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
         names_from: 0,
     },
@@ -43,7 +45,8 @@ const DESCRIPTORS: [&str; 7] = ["@yearly", "@annually", "@monthly", "@weekly", "
 pub fn check(schedule: &str) -> Result<(), String> {
     let s = schedule.trim();
     if s.starts_with('@') {
-        return if DESCRIPTORS.contains(&s.to_ascii_lowercase().as_str()) {
+        // Case matters: robfig/cron knows `@daily`, not `@Daily`.
+        return if DESCRIPTORS.contains(&s) {
             Ok(())
         } else {
             Err(format!("{s:?} is not one of {}", DESCRIPTORS.join(", ")))
@@ -168,11 +171,7 @@ impl Spec {
         let (hours, _) = bits(h, &FIELDS[1])?;
         let (days, dom_star) = bits(dom, &FIELDS[2])?;
         let (months, _) = bits(mo, &FIELDS[3])?;
-        let (mut weekdays, dow_star) = bits(dow, &FIELDS[4])?;
-        // 7 is Sunday too.
-        if weekdays & (1 << 7) != 0 {
-            weekdays |= 1;
-        }
+        let (weekdays, dow_star) = bits(dow, &FIELDS[4])?;
         Some(Self { minutes, hours, days, months, weekdays, any_day: dom_star || dow_star })
     }
 
@@ -227,17 +226,27 @@ mod tests {
 
     #[test]
     fn schedules_the_controller_accepts() {
-        for s in ["0 3 * * *", "*/15 * * * *", "0 0 1,15 * mon-fri", "30 2 * jan-mar 0", "@daily", "0 0 ? * 7"] {
+        for s in ["0 3 * * *", "*/15 * * * *", "0 0 1,15 * mon-fri", "30 2 * jan-mar 0", "@daily", "0 0 ? * 6"] {
             assert_eq!(check(s), Ok(()), "{s}");
         }
     }
 
     #[test]
     fn schedules_the_controller_rejects() {
-        for s in ["61 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *", "5-1 * * * *"] {
+        for s in [
+            "61 * * * *",
+            "* 24 * * *",
+            "* * 0 * *",
+            "* * * 13 *",
+            "* * * * 7",
+            "* * * * 0-7",
+            "*/0 * * * *",
+            "5-1 * * * *",
+        ] {
             assert!(check(s).is_err(), "{s}");
         }
         assert!(check("@sometimes").is_err());
+        assert!(check("@Daily").is_err());
         assert!(check("TZ=UTC 0 3 * * *").is_err());
         assert!(check("0 3 * *").is_err());
     }
@@ -261,8 +270,8 @@ mod tests {
             // Both day fields restricted: either matches (the 1st, or a Friday).
             ("0 0 1 * fri", "2026-11-29T12:00:00Z", "2026-12-01T00:00:00Z"),
             ("0 0 1 * fri", "2026-12-01T12:00:00Z", "2026-12-04T00:00:00Z"),
-            // Sunday as 7; `5/20` runs at 5, 25, 45.
-            ("5/20 4 * * 7", "2026-11-29T04:30:00Z", "2026-11-29T04:45:00Z"),
+            // `5/20` runs at 5, 25, 45.
+            ("5/20 4 * * 0", "2026-11-29T04:30:00Z", "2026-11-29T04:45:00Z"),
             ("0 0 29 2 *", "2026-11-29T12:00:00Z", "2028-02-29T00:00:00Z"),
         ];
         for (schedule, after, want) in cases {

@@ -43,12 +43,16 @@ e. volume growth (grow_claims.py): the real `mysql-hook grow-claims` binary, wit
    claim of an expandable StorageClass, is refused by the API server for a class
    without expansion, refuses a shrink without a PATCH, and is forbidden a claim
    outside the Role's resourceNames (MYSQL_HOOK_BIN names the binary).
+f. schedules (schedules.py): every backup schedule `mysql-hook check-schedules`
+   accepts - a fixed list and a few hundred generated from a fixed seed - is
+   accepted by the API server in the CronJob the hook emits; the fixed list's
+   refusals (day of week 7, out-of-range fields) are refused by both.
 
 Every check prints PASS or FAIL (naming the fixture, the object and the server's
 message); the last line is `conformance: N passed, M failed`. Exit status 0 only
 when nothing failed.
 
-    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures,overlays,grow] [-k TEXT]
+    python3 tests/k8s/conformance.py [--only crds,examples,invalid,fixtures,overlays,grow,schedules] [-k TEXT]
 """
 
 from __future__ import annotations
@@ -70,8 +74,9 @@ from harness import (  # noqa: E402
     BUILD_SCRIPT, REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_yaml_docs, strip_server_fields,
 )
 from grow_claims import check_grow  # noqa: E402
+from schedules import check_schedules  # noqa: E402
 
-SECTIONS = ("crds", "examples", "invalid", "fixtures", "overlays", "grow")
+SECTIONS = ("crds", "examples", "invalid", "fixtures", "overlays", "grow", "schedules")
 # Fields a child must not carry: Metacontroller wants fresh objects (DESIGN.md §3).
 SERVER_OWNED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp",
                          "managedFields", "deletionTimestamp", "selfLink")
@@ -810,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_overlays(k8s, rep)
             if "grow" in only:
                 check_grow(k8s, rep)
+            if "schedules" in only:
+                check_schedules(k8s, rep)
     except KeyboardInterrupt:
         rep.fail("conformance", "interrupted")
     except SystemExit as e:  # SIGTERM/SIGHUP via the harness, or a missing PyYAML
