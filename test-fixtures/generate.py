@@ -789,6 +789,14 @@ def upgrade_scenarios(running, st, live):
     r6 = response_of("sync", "upgrade-6-release-db-0")
     if r6 is None:
         return
+    # Issue 34.4: every pod carries the new revision but the controller has not made
+    # it current: db-0 still starting, then every pod Ready. The partition stays 0.
+    write("sync", "upgrade-6b-db-0-starting", request(parent(status=r6["status"], **v2),
+                                                     rolling(r6["children"]),
+                                                     related(*revision_pods("NNN", (False, True, True), "2026-11-29T11:59:58Z"))))
+    write("sync", "upgrade-6c-revision-not-current", request(parent(status=r6["status"], **v2),
+                                                            rolling(r6["children"]),
+                                                            related(*revision_pods("NNN"))))
     write("sync", "upgrade-7-complete", request(parent(status=r6["status"], **v2),
                                                rolling(r6["children"], update=NEW_REV, current=NEW_REV),
                                                related(*revision_pods("NNN"))))

@@ -13,7 +13,10 @@
 //! StatefulSet controller reports the new `status.updateRevision`, the hook lowers
 //! the partition one ordinal per step, each step only when every released pod is
 //! Ready on the new revision (pod label `controller-revision-hash`), every server
-//! is Ready and no role change runs. Membership (scaling) is not part of the
+//! is Ready and no role change runs. The rollout is over when the controller
+//! reports the new revision as `currentRevision`, not when the last pod carries
+//! its label: only then is every pod held again (partition = replicas) and
+//! `status.version` the new version. Membership (scaling) is not part of the
 //! template, so it never starts a rollout.
 //!
 //! A partition releases ordinals from the top down, so the order follows from the
@@ -118,7 +121,13 @@ pub fn plan(f: &Facts<'_>) -> Plan {
         return wait_for_revisions(f, observed_partition);
     };
     let members: Vec<&Member<'_>> = f.observed.members.values().filter(|m| m.ordinal < c.replicas).collect();
-    if members.iter().all(|m| revision(m) == Some(update_revision)) {
+    // Done only once the StatefulSet controller says so: it moves `currentRevision`
+    // when every pod is updated and Ready. Until then a pod deleted below the
+    // partition comes back on the *old* template (after a major upgrade: a crash
+    // loop over a newer data directory), so the partition stays where the walk
+    // left it and `status.version` keeps the old version.
+    let complete = status.and_then(|s| s.current_revision.as_deref()) == Some(update_revision);
+    if complete && members.iter().all(|m| revision(m) == Some(update_revision)) {
         return idle(
             c,
             Some(c.version.clone()),
@@ -229,7 +238,14 @@ fn walk(f: &Facts<'_>, members: &[&Member<'_>], update_revision: &str, observed_
         while next >= 0 && f.observed.members.get(&next).is_some_and(&on_new) {
             next -= 1;
         }
-        if next == primary_ordinal && n > 1 {
+        if next < 0 {
+            // Every pod is Ready on the new revision; the controller has not yet
+            // made it current (see `plan`).
+            (
+                prev_rollout.map_or_else(|| "complete the update".to_owned(), |r| r.step.clone()),
+                Some(format!("waiting for the StatefulSet controller to make revision {update_revision} current")),
+            )
+        } else if next == primary_ordinal && n > 1 {
             let updated_replica = members
                 .iter()
                 .filter(|m| m.ordinal > next && m.ready && on_new(m) && m.name != c.primary)
