@@ -1368,6 +1368,15 @@ def backup_scenarios(running, st, live, deleting):
                                      script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", None, None)], "Pending", main="restore", init=steps),
                                      script_pod(restore_jobs[2], cluster_job_labels("restore"), [], "Pending", main="restore", init=steps)),
                              nightly)))
+            # Issue 34.3: spec.restore removed in the middle (a manifest re-applied
+            # without it): the restore Jobs stay and no bootstrap runs over
+            # half-loaded servers.
+            write("sync", "restore-spec-removed", request(
+                parent(status=rr["status"]),
+                observed(all_jobs, {j: "running" for j in restore_jobs}),
+                with_backups(related(*pods([True, True, True]),
+                                     script_pod(restore_jobs[0], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", 0, loaded), ("restore", None, None)], "Running", main="restore", init=steps)),
+                             nightly)))
             # The MySQLBackup deleted in the middle: the recorded store and name carry on,
             # and the running restore Jobs are not deleted.
             write("sync", "restore-backup-deleted", request(
@@ -1393,6 +1402,11 @@ def backup_scenarios(running, st, live, deleting):
                              nightly)))
             rd = response_of("sync", "restore-done")
             if rd is not None:
+                # Removed once every server is restored: nothing half-loaded, bootstrap goes on.
+                write("sync", "restore-spec-removed-after-done", request(
+                    parent(status=rd["status"]),
+                    observed(all_jobs, {j: "succeeded" for j in restore_jobs}),
+                    with_backups(related(*pods([True, True, True]), *[restored(j, i) for i, j in enumerate(restore_jobs)]), nightly)))
                 bj = [j for j in jobs_of(rd) if "-bootstrap-" in j["metadata"]["name"]]
                 if bj:
                     boot = bj[0]["metadata"]["name"]

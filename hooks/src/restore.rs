@@ -101,9 +101,12 @@ pub struct Facts<'a> {
 #[must_use]
 pub fn plan(f: &Facts<'_>) -> Restore {
     let Facts { parent, cluster: c, observed, backups, pods, previous, initialized, gate } = *f;
-    let Some(spec) = parent.spec.restore.as_ref() else { return Restore::default() };
     let bootstrap_job = c.names.job("bootstrap", &short_hash(c.uid.as_bytes())[..5]);
-    if initialized || observed.job(&bootstrap_job).is_some() {
+    let bootstrapped = initialized || observed.job(&bootstrap_job).is_some();
+    let Some(spec) = parent.spec.restore.as_ref() else {
+        return if bootstrapped { Restore::default() } else { removed_mid_restore(observed, previous) };
+    };
+    if bootstrapped {
         // Done before (or the cluster was bootstrapped without it): remembered only.
         let condition = previous
             .conditions
@@ -117,13 +120,7 @@ pub fn plan(f: &Facts<'_>) -> Restore {
     let until = spec.point_in_time.as_deref();
     // Restore Jobs already created: whatever the restore waits for, never deleted.
     let keep_running = |mut r: Restore| {
-        r.jobs = observed
-            .jobs()
-            .filter(|j| {
-                j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == PURPOSE)
-            })
-            .map(jobs::keep)
-            .collect();
+        r.jobs = started_jobs(observed);
         r
     };
     let remembered = previous.restore.as_ref().and_then(|r| r.storage.clone().zip(r.name.clone()));
@@ -207,6 +204,40 @@ pub fn plan(f: &Facts<'_>) -> Restore {
 /// one that saw the last restore Job succeed carried the status from before it,
 /// which would have been kept for good). Rebuilt as what it must be: every server
 /// restored (a time of the stale record that is not a `Restored` one is dropped).
+/// The restore Jobs that exist, kept as they are.
+fn started_jobs(observed: &Observed<'_>) -> Vec<Job> {
+    observed
+        .jobs()
+        .filter(|j| j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == PURPOSE))
+        .map(jobs::keep)
+        .collect()
+}
+
+/// `spec.restore` was removed before bootstrap (a manifest re-applied without it,
+/// or an attempt to cancel). A restore that started and has not succeeded left
+/// servers partly loaded (on MySQL already carrying the dump's GTID set, so one
+/// could win the primary election): bootstrapping them would bring the cluster
+/// up on partial data with no error. The removal is refused instead: the restore
+/// Jobs stay, bootstrap waits, and `Restored` says what to do. Nothing started,
+/// or every server restored: nothing to protect.
+fn removed_mid_restore(observed: &Observed<'_>, previous: &crate::api::MySQLStatus) -> Restore {
+    let jobs = started_jobs(observed);
+    let unfinished = match &previous.restore {
+        Some(r) => r.phase != Some(BackupPhase::Succeeded),
+        None => !jobs.is_empty(),
+    };
+    if !unfinished {
+        return Restore::default();
+    }
+    let message = "spec.restore was removed before the restore finished: the servers may hold a partly loaded backup, so none is bootstrapped and the restore Jobs are kept. Put spec.restore back as it was to let the restore go on, or delete this MySQL and its volume claims and create it again".to_owned();
+    Restore {
+        jobs,
+        status: previous.restore.clone(),
+        condition: Some((false, "RestoreSpecRemoved".to_owned(), message)),
+        blocks_bootstrap: true,
+    }
+}
+
 fn completed(mut r: Restore, replicas: i32) -> Restore {
     let Some(st) = r.status.as_mut() else { return r };
     if st.phase == Some(BackupPhase::Succeeded) {
