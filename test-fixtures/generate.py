@@ -1248,6 +1248,11 @@ def backup_scenarios(running, st, live, deleting):
     write("sync", "backup-pvc-not-opted-in", request(parent(status=st, backup=PVC_BACKUP), live,
                                                      dict(copy.deepcopy(ready3), **{NO_STORE_CLAIM: True})))
     write("sync", "backup-cronjob-s3", request(parent(status=st, backup=S3_BACKUP), live, with_s3_secret(ready3)))
+    # Issue 34.8: after spec.storage.size grew (claims 20Gi, the StatefulSet's template
+    # still 10Gi) the staging volume is sized from the grown size.
+    write("sync", "backup-cronjob-s3-after-growth", request(
+        parent(status=st, backup=S3_BACKUP, storage={"size": "20Gi"}), live,
+        with_claims(with_s3_secret(ready3), *[claim(i, request="20Gi", capacity="20Gi") for i in range(3)])))
     # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
     # uploader image off the installer's list, a server image off it.
     write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))

@@ -41,6 +41,30 @@ pub enum PodOutcome {
 pub fn pod_outcome(pod: &Pod) -> PodOutcome {
     let Some(status) = pod.status.as_ref() else { return PodOutcome::Running };
     let statuses = status.init_container_statuses.iter().flatten().chain(status.container_statuses.iter().flatten());
+    // The kubelet ended the pod (evicted, e.g. a work volume over its sizeLimit, or
+    // past its deadline): its containers only show the kill (137, or a log tail),
+    // so the pod's own reason is the one to report.
+    if status.phase.as_deref() == Some("Failed") {
+        if let Some(reason) = status.reason.as_deref().filter(|r| !r.is_empty()) {
+            let at = statuses
+                .clone()
+                .filter_map(|s| s.state.as_ref()?.terminated.as_ref()?.finished_at.as_ref())
+                .max_by_key(|t| t.0)
+                .map(|t| seconds(t.0));
+            let what = if reason == "Evicted" { "the pod was evicted" } else { "the pod was stopped" };
+            let message = match status.message.as_deref().filter(|m| !m.is_empty()) {
+                Some(m) => format!("{what}: {m}"),
+                None => what.to_owned(),
+            };
+            let result = ScriptResult {
+                result: "error".to_owned(),
+                reason: Some(reason.to_owned()),
+                message: Some(message),
+                ..ScriptResult::default()
+            };
+            return PodOutcome::Failed(result, at);
+        }
+    }
     let mut last_ok = None;
     for s in statuses {
         let Some(t) = s.state.as_ref().and_then(|st| st.terminated.as_ref()) else { continue };
@@ -306,6 +330,22 @@ mod tests {
         };
         let Outcome::Failed(r, _) = outcome_of_job(&job, &[]) else { panic!("not failed") };
         assert_eq!(r.explain(), "DeadlineExceeded: Job was active longer than specified deadline");
+    }
+
+    /// Issue 34.8: an eviction shows as the kill of a container (137, no message);
+    /// the pod's reason says what happened.
+    #[test]
+    fn an_evicted_pod_says_it_was_evicted() {
+        let mut p = pod("Failed", Some((0, "")), Some((137, "")));
+        if let Some(st) = p.status.as_mut() {
+            st.reason = Some("Evicted".to_owned());
+            st.message = Some(r#"Usage of EmptyDir volume "staging" exceeds the limit "10Gi". "#.trim_end().to_owned());
+        }
+        let PodOutcome::Failed(r, _) = pod_outcome(&p) else { panic!("not failed") };
+        assert_eq!(
+            r.explain(),
+            r#"Evicted: the pod was evicted: Usage of EmptyDir volume "staging" exceeds the limit "10Gi"."#
+        );
     }
 
     #[test]

@@ -557,12 +557,15 @@ fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
 
 /// The scratch volume an S3 backup or restore is staged in: an emptyDir whose
 /// `sizeLimit` is `spec.backup.workVolumeSize`, else the data volume's size (a
-/// logical dump and the binary logs fit in the data they come from). A pod that
-/// outgrows it is evicted and the Job fails, instead of filling the node's disk.
+/// logical dump and the binary logs fit in the data they come from): the size
+/// the claims grow to after `spec.storage.size` grew, not the StatefulSet's
+/// immutable template, which keeps the size the cluster was created with. A pod
+/// that outgrows it is evicted and the Job fails, instead of filling the node's
+/// disk.
 fn staging_volume(c: &Cluster, size: Option<&Quantity>) -> Volume {
     // canonical, as the API server stores it (else a permanent diff); an invalid
     // size (the CRD lets only quantities through) sets no limit
-    let limit = size.and_then(|q| crate::quantity::canonical(q).ok()).or_else(|| {
+    let limit = size.or(c.grow_to.as_ref()).and_then(|q| crate::quantity::canonical(q).ok()).or_else(|| {
         c.volume.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned()
     });
     Volume {
