@@ -450,7 +450,8 @@ pub fn cron_job(
     }
 }
 
-/// The pod of a backup, archive or restore Job. With `s3.serviceAccountName` it
+/// The pod of a backup, archive or restore Job (also the final backup's and a
+/// `MySQLBackup`'s). With `s3.serviceAccountName` it
 /// runs as that ServiceAccount (for its workload identity), still without a
 /// Kubernetes API token.
 fn job_spec(
@@ -465,6 +466,12 @@ fn job_spec(
     let mut spec = JobSpec {
         backoff_limit: Some(BACKOFF_LIMIT),
         active_deadline_seconds: Some(deadline_seconds),
+        // One attempt at a time: by default a replacement starts as soon as the old
+        // pod is terminating (a drain, an eviction), while the old one still works
+        // through its grace period in the same `.partial` folder or S3 key, and a
+        // mixed folder could be committed and counted toward `keep`. `Failed`: the
+        // next attempt starts only once the last one has stopped.
+        pod_replacement_policy: Some("Failed".to_owned()),
         template: PodTemplateSpec {
             metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
             spec: Some(PodSpec {
