@@ -167,8 +167,9 @@ def observed(children, job_states=None):
 
 
 def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db", mysqld="running", agent=None):
-    """A StatefulSet pod; `mysqld` is the server container's state: running, or
-    waiting (crash loop, image pull), or None for no container status yet;
+    """A StatefulSet pod; `mysqld` is the server container's state: running,
+    starting (running, its startup probe not passed yet), or waiting (crash loop,
+    image pull), or None for no container status yet;
     `agent` the agent container's readiness (its /candidate probe), None for no
     status of it."""
     labels = {
@@ -197,7 +198,7 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db",
             **({"containerStatuses": [{
                 "name": "mysqld", "ready": ready, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
                 "started": mysqld == "running",
-                "state": ({"running": {"startedAt": "2026-11-29T11:00:31Z"}} if mysqld == "running"
+                "state": ({"running": {"startedAt": "2026-11-29T11:00:31Z"}} if mysqld in ("running", "starting")
                           else {"waiting": {"reason": "CrashLoopBackOff"}}),
             }] + ([{
                 "name": "agent", "ready": agent, "restartCount": 0, "image": "mysql:8.4.3", "imageID": "",
@@ -827,6 +828,15 @@ def main():
     status = new["status"]
     write("sync", "pods-starting", request(parent(status=status), observed(new["children"]),
                                              related(*pods([False, False, False]))))
+    # Issue 31.7: claims retained from an earlier cluster of this name (older than
+    # the MySQL): bootstrap waits until every such server has started.
+    retained = [claim(i, created="2026-11-01T09:00:00Z") for i in range(3)]
+    starting = [server_pod("db-0", 0, False), server_pod("db-1", 1, False, mysqld="starting"),
+                server_pod("db-2", 2, False, mysqld=None)]
+    write("sync", "bootstrap-retained-members-starting", request(
+        parent(status=status), observed(new["children"]), with_claims(related(*starting), *retained)))
+    write("sync", "bootstrap-retained-members-started", request(
+        parent(status=status), observed(new["children"]), with_claims(related(*pods([False, False, False])), *retained)))
     write("sync", "primary-ready", request(parent(status=status), observed(new["children"]),
                                              related(*pods([True, False, False]))))
     if primary_ready is None:
@@ -952,7 +962,7 @@ def main():
 
 # ---------------------------------------------------------------- safety (issues 14, 20)
 
-def claim(ordinal, owner=None, request="10Gi", capacity="10Gi", resize_pending=False):
+def claim(ordinal, owner=None, request="10Gi", capacity="10Gi", resize_pending=False, created=None):
     """A server volume claim, as the StatefulSet controller creates it; `owner`: the
     StatefulSet that owns it (whenDeleted: Delete), if any; `request` and
     `capacity`: its requested and actual size; `resize_pending`: the volume has
@@ -960,6 +970,8 @@ def claim(ordinal, owner=None, request="10Gi", capacity="10Gi", resize_pending=F
     meta = {"name": f"data-db-{ordinal}", "namespace": NS, "uid": f"30000000-0000-4000-8000-{ordinal:012d}",
             "labels": {"app.kubernetes.io/instance": "db", "app.kubernetes.io/managed-by": "mysql-hook",
                        "app.kubernetes.io/component": "database"}}
+    if created:
+        meta["creationTimestamp"] = created
     if owner:
         meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": owner,
                                     "uid": "00000000-0000-4000-8000-000000000009", "controller": True,

@@ -74,11 +74,18 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
     let bootstrap = if restore.blocks_bootstrap {
         Bootstrap::WaitingForRestore
     } else {
+        let retained = bootstrap::retained_not_started(
+            &cluster,
+            &observed,
+            request.related.claims.values(),
+            request.parent.metadata.creation_timestamp.as_ref(),
+        );
         bootstrap::plan(
             &cluster,
             &observed,
             memory.initialized,
             crate::conditions::is_true(&previous.conditions, bootstrap::INITIALIZED),
+            &retained,
         )
     };
     // The bootstrap Job chose the first primary (the most advanced server).
@@ -463,6 +470,15 @@ fn status(
             false,
             "WaitingForRestore",
             "every server is restored from the backup before the primary becomes writable",
+        ),
+        Bootstrap::WaitingForRetained(pods) => conditions.set(
+            bootstrap::INITIALIZED,
+            false,
+            "WaitingForRetainedData",
+            format!(
+                "the volume claims of {} are older than this MySQL (retained from an earlier cluster of this name): the first primary is chosen once their servers have started, so no new, empty history is declared next to their data. To start without that data, delete those claims",
+                pods.join(", ")
+            ),
         ),
         Bootstrap::WaitingForPrimary => conditions.set(
             bootstrap::INITIALIZED,
