@@ -1499,6 +1499,13 @@ def backup_scenarios(running, st, live, deleting):
             return p
         write("finalize", "backup-job-running", request(deleting_with(emitted["status"]), with_job,
                                                         related(*pods([True, True, True]), script_pod(fname, cluster_job_labels("final-backup"), [("backup", None, None)], "Running")), True))
+        # Issue 34.5: the primary restarted during the final backup and came back
+        # read-only: the final backup needs a writable primary, so failover works
+        # while deleting (and only then: nothing else starts).
+        restarted = [server_pod("db-0", 0, False, "2026-11-29T11:59:00Z"), server_pod("db-1", 1, True), server_pod("db-2", 2, True)]
+        write("finalize", "backup-primary-restarted", request(deleting_with(emitted["status"]), with_job,
+                                                              related(*restarted, script_pod(fname, cluster_job_labels("final-backup"), [("backup", None, None)], "Running")), True))
+        write("finalize", "retain-primary-restarted", request(deleting(), live, related(*restarted), True))
         ok = script_pod(fname, cluster_job_labels("final-backup"), [("backup", 0, backed_up(fname, finished="2026-11-29T11:59:40Z"))], "Succeeded")
         write("finalize", "backup-succeeded", request(deleting_with(emitted["status"]), observed(running["children"] + [fj], {fname: "succeeded", **kept_done(running["children"])}),
                                                       related(*pods([True, True, True]), ok), True))

@@ -53,12 +53,6 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         memory.newest_version,
     );
     let previous = request.parent.status.clone().unwrap_or_default();
-    let mut conditions = Conditions::new(&previous.conditions, ctx.now);
-    for c in &previous.conditions {
-        if c.type_ != "Ready" && c.type_ != "Deleting" {
-            conditions.set(&c.type_, c.status == "True", &c.reason, c.message.clone());
-        }
-    }
 
     let want_retention =
         statefulset::build(&cluster, 0).spec.persistent_volume_claim_retention_policy.and_then(|p| p.when_deleted);
@@ -74,12 +68,18 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     let never_initialized = cluster.deletion_policy == DeletionPolicy::Backup && !memory.initialized;
     let final_backup = (cluster.deletion_policy == DeletionPolicy::Backup && memory.initialized)
         .then(|| final_backup(request, &cluster, &observed, previous.backup.as_ref(), ctx));
+    // While the final backup runs or has failed, the roles keep working (a failover,
+    // a drain's switchover): it needs a writable primary, and a primary that
+    // restarted comes back read-only. Nothing else starts while deleting.
+    let recovering = matches!(final_backup, Some(FinalBackup::Running(_) | FinalBackup::Failed(..)));
+    let synced = sync::sync_while_finalizing(request, ctx, recovering)?;
+    let keep_everything = || synced.children.clone();
     let mut reason = if never_initialized { "NeverInitialized" } else { deletion_reason(cluster.deletion_policy) };
     let (mut children, finalized, message) = match &final_backup {
         Some(FinalBackup::NoTarget) => {
             reason = "NoBackupTarget";
             (
-                keep_everything(request, ctx)?,
+                keep_everything(),
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
             )
@@ -87,7 +87,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         Some(FinalBackup::Refused(refusal)) => {
             reason = "FinalBackupRefused";
             (
-                keep_everything(request, ctx)?,
+                keep_everything(),
                 false,
                 format!(
                     "the final backup cannot start: {}; the cluster is kept. Fix the store, or set deletionPolicy to Retain or Delete to proceed without it",
@@ -97,7 +97,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
         Some(FinalBackup::Running(job)) => {
             reason = "FinalBackupRunning";
-            let mut children = keep_everything(request, ctx)?;
+            let mut children = keep_everything();
             children.push(Child::Job(job.clone()));
             let name = job.metadata.name.as_deref().unwrap_or_default();
             (
@@ -108,20 +108,20 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
         Some(FinalBackup::Failed(job, record)) => {
             reason = "FinalBackupFailed";
-            let mut children = keep_everything(request, ctx)?;
+            let mut children = keep_everything();
             children.push(Child::Job(job.clone()));
             (
                 children,
                 false,
                 format!(
-                    "the final backup {} failed: {}; the cluster is kept. Delete the Job to retry, or set deletionPolicy to Retain or Delete to proceed without it",
+                    "the final backup {} failed: {}; the cluster is kept (failover keeps working while it is). Delete the Job to retry, or set deletionPolicy to Retain or Delete to proceed without it",
                     record.name,
                     record.message.as_deref().unwrap_or_default()
                 ),
             )
         }
         _ if observed.stateful_set.is_some() && have_retention != want_retention => (
-            keep_everything(request, ctx)?,
+            keep_everything(),
             false,
             format!(
                 "setting the volume retention policy to {} before deleting the StatefulSet",
@@ -129,7 +129,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             ),
         ),
         _ if observed.stateful_set.is_some_and(|s| !policy_observed(s)) => (
-            keep_everything(request, ctx)?,
+            keep_everything(),
             false,
             "waiting for the StatefulSet controller to observe the volume retention policy before deleting the StatefulSet".to_owned(),
         ),
@@ -137,7 +137,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             reason = "VolumesStillOwned";
             let owned = owned_claims(request, &cluster);
             (
-                keep_everything(request, ctx)?,
+                keep_everything(),
                 false,
                 format!(
                     "the StatefulSet still owns the volume claims {} (an earlier deletionPolicy: Delete; claims of servers scaled away are never released by its controller), so deleting it now would delete them; the cluster is kept. To keep them: kubectl -n {} patch pvc <claim> --type=json -p '[{{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}}]'; or set deletionPolicy to Delete",
@@ -170,6 +170,8 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             (Vec::new(), remaining == 0, message)
         }
     };
+    // Every child is kept (a sync's answer, never empty) until deletion proceeds.
+    let kept = !children.is_empty();
     // The final backup Job stays until the end: its success is what allowed the deletion.
     if let Some(FinalBackup::Succeeded(Some(job), _)) = &final_backup {
         if !children.iter().any(|c| c.sort_key() == ("Job", job.metadata.name.as_deref().unwrap_or_default())) {
@@ -177,6 +179,15 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
     }
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    // While every child is kept, the status is the sync's (roles, servers, rollout
+    // as they stand); once children go, the last one as it was.
+    let base = if kept { synced.status } else { previous.clone() };
+    let mut conditions = Conditions::new(&previous.conditions, ctx.now);
+    for c in &base.conditions {
+        if c.type_ != "Ready" && c.type_ != "Deleting" {
+            conditions.set(&c.type_, c.status == "True", &c.reason, c.message.clone());
+        }
+    }
     conditions.set("Deleting", true, reason, message);
     conditions.set("Ready", false, "Deleting", "the cluster is being deleted");
     let mut backup = previous.backup.clone();
@@ -189,7 +200,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         replicas: i32::try_from(observed.members.len()).unwrap_or(i32::MAX),
         ready_replicas: i32::try_from(observed.ready_members().count()).unwrap_or(i32::MAX),
         backup,
-        ..previous
+        ..base
     };
     Ok(FinalizeResponse { status, children, resync_after_seconds: (!finalized).then_some(RESYNC_SECONDS), finalized })
 }
@@ -227,13 +238,6 @@ fn deletion_reason(policy: DeletionPolicy) -> &'static str {
         DeletionPolicy::Delete => "DeleteVolumes",
         DeletionPolicy::Backup => "FinalBackup",
     }
-}
-
-/// Every child as a sync would emit it: deletion waits.
-/// Every child as a sync would answer. An error is passed on, never turned into an
-/// empty list: finalizing with no children would delete them all.
-fn keep_everything(request: &SyncRequest, ctx: &Context) -> Result<Vec<Child>> {
-    Ok(sync::sync(request, ctx)?.children)
 }
 
 /// Where the final backup stands.

@@ -34,6 +34,23 @@ const RESYNC_BUSY_SECONDS: u32 = 10;
 /// [`Error::InvalidRequest`] when the parent lacks the identity every child is
 /// derived from (name, namespace, uid).
 pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
+    sync_with(request, ctx, !request.finalizing)
+}
+
+/// A sync answer for finalize: every child as a sync would answer (an error is
+/// passed on, never turned into an empty list: finalizing with no children would
+/// delete them all). Running role changes go on; with `recover_roles` a failover
+/// or a drain's switchover may start too (the final backup needs a writable
+/// primary), never a requested or a rollout's switchover.
+///
+/// # Errors
+/// As [`sync`].
+pub(crate) fn sync_while_finalizing(request: &SyncRequest, ctx: &Context, recover_roles: bool) -> Result<SyncResponse> {
+    sync_with(request, ctx, recover_roles)
+}
+
+/// `may_start_roles`: whether a role change may start in this sync.
+fn sync_with(request: &SyncRequest, ctx: &Context, may_start_roles: bool) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
@@ -109,17 +126,17 @@ pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
         observed: &observed,
         previous: &previous,
         failover: &request.parent.spec.failover,
-        switchover_to: annotation(roles::SWITCHOVER_TO),
+        switchover_to: annotation(roles::SWITCHOVER_TO).filter(|_| !request.finalizing),
         force_failover: annotation(roles::FORCE_FAILOVER),
         memory: &memory,
-        rollout_switchover_to: rollout.switchover_to.as_deref(),
+        rollout_switchover_to: rollout.switchover_to.as_deref().filter(|_| !request.finalizing),
         initialized,
         bootstrapped_at: bootstrap
             .job()
             .and_then(|j| observed.job(j.metadata.name.as_deref()?))
             .and_then(|j| j.status.as_ref()?.completion_time.as_ref())
             .map(|t| t.0),
-        may_start: !request.finalizing,
+        may_start: may_start_roles,
         now: ctx.now,
     });
     // Everything below (Services, ConfigMap, EndpointSlices) follows the primary
