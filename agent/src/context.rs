@@ -67,6 +67,16 @@ pub trait Env: Send + Sync {
     fn read(&self, path: &Path) -> std::io::Result<Vec<u8>>;
 }
 
+/// Writes `line` as the container's termination log (`TERMINATION_LOG`, default
+/// `/dev/termination-log`), where the hook reads a Job pod's result as it reads a
+/// script's. `who` names the writer in the warning when it cannot.
+pub fn write_termination_log(env: &dyn Env, who: &str, line: &str) {
+    let log = env.var("TERMINATION_LOG").unwrap_or_else(|| "/dev/termination-log".to_owned());
+    if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
+        eprintln!("{who}: cannot write {log}: {e}");
+    }
+}
+
 /// The process's own environment and file system.
 pub struct ProcessEnv;
 

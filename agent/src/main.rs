@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use agent::{
     Failure, Report,
-    context::{Context, Env as _, ProcessEnv},
+    context::{Context, ProcessEnv},
 };
 
 fn main() -> ExitCode {
@@ -28,10 +28,7 @@ fn main() -> ExitCode {
     let report = run(&command, &env).unwrap_or_else(|f| f.report());
     let line = report.line();
     println!("{line}");
-    let log = env.var("TERMINATION_LOG").unwrap_or_else(|| "/dev/termination-log".to_owned());
-    if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
-        eprintln!("{command}: cannot write {log}: {e}");
-    }
+    agent::context::write_termination_log(&env, &command, &line);
     // 75 (EX_TEMPFAIL): nothing done, try again later (as the scripts' `waiting`).
     match report.result.as_str() {
         "error" => ExitCode::FAILURE,

@@ -172,15 +172,6 @@ pub fn serve_probes(listen: &str, prober: Arc<Prober>, env: Arc<dyn Env + Send +
     Ok(())
 }
 
-/// Writes `line` as the container's termination log (`TERMINATION_LOG`, default
-/// `/dev/termination-log`), as every script writes its result line.
-fn termination_log(env: &dyn Env, line: &str) {
-    let log = env.var("TERMINATION_LOG").unwrap_or_else(|| "/dev/termination-log".to_owned());
-    if let Err(e) = std::fs::write(&log, format!("{line}\n")) {
-        eprintln!("agent: cannot write {log}: {e}");
-    }
-}
-
 /// The last stdout line of a step (a script's result line).
 fn step(scripts: &Path, script: &str) -> String {
     match Command::new("bash").arg(scripts.join(script)).output() {
@@ -270,7 +261,7 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         if primary && (env.var("EXPORTER_PASSWORD_FILE").is_some() || env.var("EXPORTER_PASSWORD").is_some()) {
             let line = crate::exporter_user::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();
             // As the scripts do: the container's termination log holds the last step's line.
-            termination_log(env.as_ref(), &line);
+            crate::context::write_termination_log(env.as_ref(), "agent", &line);
             state.report("exporter", line);
         }
         if let Some(ca) = &tls_ca

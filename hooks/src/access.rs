@@ -275,23 +275,9 @@ impl Gate<'_> {
     /// The opted-in Secret `name` that this cluster may use (`what` says what for).
     fn opted_in(&self, name: &str, what: &str) -> Result<&Secret, Refusal> {
         let secret = self.secrets.get(&format!("{}/{name}", self.namespace));
-        self.check_opt_in(secret.map(|s| &s.metadata), "Secret", name, what, BACKUP_CREDENTIALS_LABEL)?;
-        secret.ok_or_else(|| self.not_opted_in("Secret", name, what, BACKUP_CREDENTIALS_LABEL))
-    }
-
-    fn not_opted_in(&self, kind: &str, name: &str, what: &str, label: &str) -> Refusal {
-        not_opted_in(self.namespace, kind, name, what, label)
-    }
-
-    fn check_opt_in(
-        &self,
-        meta: Option<&ObjectMeta>,
-        kind: &str,
-        name: &str,
-        what: &str,
-        label: &str,
-    ) -> Result<(), Refusal> {
-        check_opt_in(self.namespace, self.cluster, meta, kind, name, what, label)
+        let meta = secret.map(|s| &s.metadata);
+        check_opt_in(self.namespace, self.cluster, meta, "Secret", name, what, BACKUP_CREDENTIALS_LABEL)?;
+        secret.ok_or_else(|| not_opted_in(self.namespace, "Secret", name, what, BACKUP_CREDENTIALS_LABEL))
     }
 
     /// May a Job use this (resolved) store, and this signing or verification key?
@@ -330,7 +316,9 @@ impl Gate<'_> {
         }
         if let Some(pvc) = &storage.persistent_volume_claim {
             let claim = self.claims.get(&format!("{}/{}", self.namespace, pvc.claim_name));
-            self.check_opt_in(
+            check_opt_in(
+                self.namespace,
+                self.cluster,
                 claim.map(|c| &c.metadata),
                 "PersistentVolumeClaim",
                 &pvc.claim_name,
@@ -358,7 +346,9 @@ impl Gate<'_> {
             }
             (None, Some(name)) => {
                 let account = self.service_accounts.get(&format!("{}/{name}", self.namespace));
-                self.check_opt_in(
+                check_opt_in(
+                    self.namespace,
+                    self.cluster,
                     account.map(|a| &a.metadata),
                     "ServiceAccount",
                     name,
@@ -366,7 +356,7 @@ impl Gate<'_> {
                     BACKUP_CREDENTIALS_LABEL,
                 )?;
                 let meta = account.map(|a| &a.metadata).ok_or_else(|| {
-                    self.not_opted_in("ServiceAccount", name, "S3 credentials", BACKUP_CREDENTIALS_LABEL)
+                    not_opted_in(self.namespace, "ServiceAccount", name, "S3 credentials", BACKUP_CREDENTIALS_LABEL)
                 })?;
                 (meta, "ServiceAccount", name)
             }
