@@ -1111,6 +1111,26 @@ def safety_scenarios(running, st, live, deleting):
     draining["metadata"]["deletionGracePeriodSeconds"] = 120
     write("sync", "primary-terminating", request(parent(status=st), live,
                                                   related(draining, *healthy[1:])))
+    # Issue 31.8: the drain's switchover failed; the next attempt backs off (each
+    # attempt freezes writes while it fences), then starts again.
+    drained = response_of("sync", "primary-terminating")
+    if drained is not None:
+        djob = job_named(drained, "switchover")
+        timeout = '{"result":"error","primary":"db-1","from":"db-0","reason":"catchup-timeout","message":"db-1 did not catch up within 60s; db-0 reopened"}'
+        write("sync", "drain-switchover-failed", request(
+            parent(status=drained["status"]), observed(drained["children"], {djob: "failed"}),
+            related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
+        failed_drain = response_of("sync", "drain-switchover-failed")
+        if failed_drain is not None:
+            write("sync", "drain-switchover-backoff", request(
+                parent(status=failed_drain["status"]), observed(failed_drain["children"], {djob: "failed"}),
+                related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
+            later = copy.deepcopy(failed_drain["status"])
+            if later.get("drainSwitchover"):
+                later["drainSwitchover"]["nextAttemptTime"] = "2026-11-29T11:59:59Z"
+            write("sync", "drain-switchover-retried", request(
+                parent(status=later), observed(failed_drain["children"], {djob: "failed"}),
+                related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
 
     # A failover Job that promoted db-1 and then failed (repointing): db-1 is the primary.
     started = response_of("sync", "failover-past-grace")
@@ -1559,6 +1579,11 @@ def backup_scenarios(running, st, live, deleting):
                                                                     pods([True, True, True]) + [script_pod(bname, blabels, [("backup", None, None)], "Running")]))
         write("backup-sync", "succeeded", backup_request(running_b, observed_job("succeeded"), [backup_cluster],
                                                          pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 0, backed_up(bname, source="db-2", finished="2026-11-29T11:58:19Z"))], "Succeeded")]))
+        # Lifecycle review 14: the cluster's store changed while the backup ran; the
+        # Job (OnDelete) wrote to the store it was started with, and so says the status.
+        moved = parent(status=st, backup=dict(PVC_BACKUP, storage={"persistentVolumeClaim": {"claimName": "other-backups"}}))
+        write("backup-sync", "succeeded-storage-changed", backup_request(running_b, observed_job("succeeded"), [moved],
+                                                                         pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 0, backed_up(bname, source="db-2", finished="2026-11-29T11:58:19Z"))], "Succeeded")]))
         err = json.dumps({"result": "error", "reason": "exists", "message": f"/backups/db/{bname} exists but is incomplete (no result.json); remove it first"}, separators=(",", ":"))
         write("backup-sync", "failed", backup_request(running_b, observed_job("failed"), [backup_cluster],
                                                       pods([True, True, True]) + [script_pod(bname, blabels, [("backup", 1, err)], "Failed")]))

@@ -87,6 +87,10 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         };
         return Ok(answer(ctx, status, kept));
     };
+    // The store this backup was started with, once recorded: its Job (OnDelete) keeps
+    // writing there whatever spec.backup.storage says now, and a restore must read
+    // it from there.
+    let storage = previous.storage.clone().unwrap_or(storage);
     let initialized = mysql
         .status
         .as_ref()
