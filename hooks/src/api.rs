@@ -486,6 +486,12 @@ pub struct MySQLStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switchover: Option<SwitchoverStatus>,
 
+    /// A drain's switchover (the primary's pod is being deleted) that failed: the
+    /// next attempt waits, so a failing switchover does not freeze writes on every
+    /// sync. Gone once the primary's pod is not being deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_switchover: Option<DrainSwitchoverStatus>,
+
     /// The last role changes (at most 10), oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub role_changes: Vec<RoleChange>,
@@ -574,6 +580,26 @@ pub struct Operation {
     pub reason: String,
     /// When the hook emitted the Job.
     pub started_at: Time,
+}
+
+/// Failed switchovers of one drain of the primary's pod.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainSwitchoverStatus {
+    /// The primary's pod being deleted.
+    pub pod: String,
+
+    /// Switchover Jobs that failed during this drain.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_attempts: i32,
+
+    /// No new attempt before this time (10 s, doubling, at most 5 min).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_time: Option<Time>,
+
+    /// Why the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// Bookkeeping of one primary outage; gone once the primary is Ready again.

@@ -560,6 +560,7 @@ fn status(
         operations_started: roles.operations_started,
         failover: roles.failover.clone(),
         switchover: roles.switchover.clone(),
+        drain_switchover: roles.drain_switchover.clone(),
         role_changes: roles.role_changes.clone(),
         version: rollout.version.clone(),
         rollout: rollout.status.clone(),

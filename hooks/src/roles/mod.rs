@@ -44,8 +44,8 @@ use k8s_openapi::{
 use crate::{
     api::Flavor,
     api::{
-        FailoverSpec, FailoverStatus, MySQLStatus, Operation, OperationKind, RoleChange, SwitchoverResult,
-        SwitchoverStatus,
+        DrainSwitchoverStatus, FailoverSpec, FailoverStatus, MySQLStatus, Operation, OperationKind, RoleChange,
+        SwitchoverResult, SwitchoverStatus,
     },
     build::{
         job::{self, JobRequest},
@@ -182,6 +182,7 @@ pub struct Roles {
     pub operations_started: i32,
     pub failover: Option<FailoverStatus>,
     pub switchover: Option<SwitchoverStatus>,
+    pub drain_switchover: Option<DrainSwitchoverStatus>,
     pub role_changes: Vec<RoleChange>,
     pub conditions: Vec<Verdict>,
     pub resync_after: Option<u32>,
@@ -214,6 +215,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
         operations_started: input.memory.operations_started.max(prev.operations_started),
         failover: prev.failover.clone(),
         switchover: prev.switchover.clone(),
+        drain_switchover: prev.drain_switchover.clone(),
         role_changes: prev.role_changes.clone(),
         conditions: Vec::new(),
         resync_after: None,
@@ -274,10 +276,25 @@ pub fn plan(input: &Input<'_>) -> Roles {
 
     // A primary being deleted (a drain, an eviction) hands over inside its grace
     // period, while its server still answers: seconds of refused writes, not a failover.
+    // A failed attempt backs off (each attempt freezes writes while it fences).
+    let draining = input.observed.member(&r.primary).is_some_and(|m| m.terminating && m.mysqld_running);
+    if !draining || r.drain_switchover.as_ref().is_some_and(|d| d.pod != r.primary) {
+        r.drain_switchover = None;
+    }
+    let drain_wait = r
+        .drain_switchover
+        .as_ref()
+        .and_then(|d| d.next_attempt_time.as_ref())
+        .map(|t| t.0.as_second() - now.as_second())
+        .filter(|&seconds| seconds > 0);
+    if let Some(seconds) = drain_wait {
+        r.resync(u32::try_from(seconds).unwrap_or(BUSY_SECONDS));
+    }
     if blocker.is_none()
+        && drain_wait.is_none()
         && input.initialized
         && c.replicas > 1
-        && input.observed.member(&r.primary).is_some_and(|m| m.terminating && m.mysqld_running)
+        && draining
         && let Some(target) = input
             .observed
             .ready_members()
@@ -542,6 +559,17 @@ fn failed(r: &mut Roles, op: &Operation, why: &str, now: Timestamp) {
             r.failover = Some(f);
         }
         OperationKind::Switchover if op.reason == ROLLOUT => r.rollout_switchover_failed = Some(why.to_owned()),
+        OperationKind::Switchover if op.reason == PRIMARY_TERMINATING => {
+            let mut d = r
+                .drain_switchover
+                .clone()
+                .filter(|d| d.pod == op.from)
+                .unwrap_or_else(|| DrainSwitchoverStatus { pod: op.from.clone(), ..DrainSwitchoverStatus::default() });
+            d.failed_attempts = d.failed_attempts.saturating_add(1);
+            d.next_attempt_time = Some(Time(after(now, backoff_seconds(d.failed_attempts))));
+            d.last_error = Some(why.to_owned());
+            r.drain_switchover = Some(d);
+        }
         OperationKind::Switchover if op.reason != REQUESTED => {}
         OperationKind::Switchover => {
             r.switchover = Some(SwitchoverStatus {
