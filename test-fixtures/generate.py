@@ -1405,6 +1405,14 @@ def backup_scenarios(running, st, live, deleting):
                                      script_pod(restore_jobs[1], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", None, None)], "Pending", main="restore", init=steps),
                                      script_pod(restore_jobs[2], cluster_job_labels("restore"), [], "Pending", main="restore", init=steps)),
                              nightly)))
+            # Lifecycle review 16: a config edit while restore Jobs run: the new
+            # template waits (a restart would kill the loads).
+            write("sync", "restore-spec-edited", request(
+                parent(restore=from_backup, status=rr["status"], config={"max_connections": "800"}),
+                observed(all_jobs, {j: "running" for j in restore_jobs}),
+                with_backups(related(*pods([True, True, True]),
+                                     script_pod(restore_jobs[0], cluster_job_labels("restore"), [("restore-check", 0, checked), ("restore-load", 0, loaded), ("restore", None, None)], "Running", main="restore", init=steps)),
+                             nightly)))
             # Issue 34.3: spec.restore removed in the middle (a manifest re-applied
             # without it): the restore Jobs stay and no bootstrap runs over
             # half-loaded servers.

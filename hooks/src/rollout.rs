@@ -27,6 +27,9 @@
 //! to the lowest Ready replica, which later hands over again (two role changes;
 //! a partition cannot hold back a higher ordinal than a lower one).
 //!
+//! Before bootstrap the StatefulSet rolls freely, except while a restore Job runs:
+//! then every pod is held, since a restart kills the restore's load.
+//!
 //! A single server has no one to hand over to: it is updated in place (a short
 //! outage, as any restart of it).
 //!
@@ -58,6 +61,8 @@ pub struct Facts<'a> {
     pub observed: &'a Observed<'a>,
     pub previous: &'a MySQLStatus,
     pub initialized: bool,
+    /// Before bootstrap, a restore Job runs on some server.
+    pub restoring: bool,
     pub now: Timestamp,
 }
 
@@ -89,6 +94,18 @@ fn revision<'a>(m: &Member<'a>) -> Option<&'a str> {
 pub fn plan(f: &Facts<'_>) -> Plan {
     let c = f.cluster;
     let prev = f.previous;
+    if !f.initialized && f.restoring {
+        // A restore loads for hours: a restart kills the load and, after the Job's
+        // retries, fails the restore. A new template waits until it has finished
+        // (then pods roll freely, as below).
+        let v = verdict(
+            false,
+            "WaitingForRestore",
+            "pods are held while restore Jobs run: a new pod template reaches the servers once the restore has finished"
+                .to_owned(),
+        );
+        return Plan { version: Some(c.version.clone()), ..idle(c, None, v) };
+    }
     if !f.initialized {
         // Before bootstrap nothing is writable, and a fixed spec must reach pods
         // that cannot start: the StatefulSet rolls freely.

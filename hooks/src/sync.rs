@@ -112,11 +112,21 @@ fn sync_with(request: &SyncRequest, ctx: &Context, may_start_roles: bool) -> Res
     // Restores run only before bootstrap, role changes and rollouts only after it:
     // they never overlap.
     let initialized = matches!(bootstrap, Bootstrap::Done(_));
+    // A restore Job runs: a new template waits for it (a restart kills its load).
+    let restoring = restore.blocks_bootstrap
+        && restore.jobs.iter().any(|j| {
+            j.metadata
+                .name
+                .as_deref()
+                .and_then(|name| observed.job(name))
+                .is_some_and(|o| Observed::job_state(o) == crate::observed::JobState::Running)
+        });
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
         previous: &previous,
         initialized,
+        restoring,
         now: ctx.now,
     });
     let annotation =
