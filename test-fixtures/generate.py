@@ -1489,6 +1489,10 @@ def backup_scenarios(running, st, live, deleting):
         write("sync", "restore-pitr-pvc-archive", request(
             parent(restore=pvc_archive_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))
+        # Lifecycle review 17: MariaDB before 10.8 cannot replay from a GTID
+        # position: refused before any server loads the dump.
+        write("sync", "restore-pitr-mariadb-too-old", request(
+            parent(restore=pvc_archive_restore, flavor="mariadb", version="10.6.20"), None, related()))
         # Issue 19.7: four clients load the dump; the load step gets a sized work volume.
         write("sync", "restore-parallel", request(
             parent(restore={"storage": {"persistentVolumeClaim": {"claimName": "mysql-backups"}},

@@ -21,7 +21,7 @@ use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 
 use crate::{
     access,
-    api::{BackupPhase, BackupStorage, MySQL, MySQLBackup, RestoreStatus, RestoreStep},
+    api::{BackupPhase, BackupStorage, Flavor, MySQL, MySQLBackup, RestoreStatus, RestoreStep},
     build::{
         backup::{self, RestorePod},
         meta,
@@ -118,6 +118,25 @@ pub fn plan(f: &Facts<'_>) -> Restore {
         return completed(remembered, c.replicas);
     }
     let until = spec.point_in_time.as_deref();
+    // MariaDB replays binary logs from a GTID position only from 10.8 on
+    // (`mariadb-binlog --start-position=<GTID>`): an older server would fail the
+    // replay after the whole dump has loaded, three times. Refused up front.
+    if until.is_some()
+        && c.flavor == Flavor::Mariadb
+        && crate::version::Version::parse(&c.version).is_some_and(|v| (v.0, v.1) < (10, 8))
+        && started_jobs(observed).is_empty()
+    {
+        return Restore::waiting(
+            BackupPhase::Failed,
+            None,
+            until,
+            "PointInTimeUnsupported",
+            format!(
+                "a point-in-time restore needs MariaDB 10.8 or later (binary log replay from a GTID position); this cluster runs {}. Restore without pointInTime, or create the cluster with a newer version",
+                c.version
+            ),
+        );
+    }
     // Restore Jobs already created: whatever the restore waits for, never deleted.
     let keep_running = |mut r: Restore| {
         r.jobs = started_jobs(observed);
