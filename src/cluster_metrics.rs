@@ -97,6 +97,9 @@ pub struct Snapshot {
     pub last_successful_backup: Option<Timestamp>,
     /// The scheduled run that should have succeeded next.
     pub backup_due: Option<Timestamp>,
+    /// The binary log archive run that should have archived past
+    /// `archivedUntil` next (`spec.backup.binlogSchedule`).
+    pub binlog_archive_due: Option<Timestamp>,
     pub last_role_change: Option<Timestamp>,
 }
 
@@ -172,6 +175,15 @@ fn snapshot(request: &SyncRequest, status: &MySQLStatus) -> Snapshot {
     let backup_due = schedule
         .zip(last_successful_backup.or(initialized_at))
         .and_then(|(schedule, since)| hooks::cron::next_after(schedule, since));
+    // The archive run after the one that archived up to `archivedUntil`: while it
+    // is missing the recovery point grows (a hung or suspended CronJob, one the
+    // API server refuses) although `BinlogsArchived` still says True.
+    let binlog_schedule = parent.spec.backup.as_ref().and_then(|b| b.binlog_schedule.as_deref());
+    let archived_until =
+        parse_time(backup.and_then(|b| b.binlog_archive.as_ref()).and_then(|a| a.archived_until.as_deref()));
+    let binlog_archive_due = binlog_schedule
+        .zip(archived_until.or(initialized_at))
+        .and_then(|(schedule, since)| hooks::cron::next_after(schedule, since));
     let backup_running = request.children.cron_jobs.values().any(|j| {
         j.metadata.name.as_deref() == Some(names.cron_job("backup").as_str())
             && j.status.as_ref().and_then(|s| s.active.as_ref()).is_some_and(|a| !a.is_empty())
@@ -195,6 +207,7 @@ fn snapshot(request: &SyncRequest, status: &MySQLStatus) -> Snapshot {
             .is_some_and(|l| l.outcome == Some(BackupPhase::Failed)),
         last_successful_backup,
         backup_due,
+        binlog_archive_due,
         last_role_change: status.role_changes.iter().map(|r| r.time.0).max(),
     }
 }
@@ -605,6 +618,13 @@ impl Collector for ClusterMetrics {
             "cluster_backup_overdue_seconds",
             "Seconds since the scheduled run after the last successful backup (or after initialization) was due; 0 before",
             |t| t.snapshot.backup_due.map(|d| age(now, d)),
+        )?;
+        per_cluster(
+            e,
+            &clusters,
+            "cluster_binlog_archive_overdue_seconds",
+            "Seconds since the binary log archive run after status.backup.binlogArchive.archivedUntil (or after initialization) was due; 0 before",
+            |t| t.snapshot.binlog_archive_due.map(|d| age(now, d)),
         )?;
         per_cluster(
             e,

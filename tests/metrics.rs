@@ -228,6 +228,13 @@ async fn backups_since_overdue_and_failed() {
     m.expect(&format!("mysql_hook_cluster_backup_overdue_seconds{{{DB}}}"), 9.0 * 3600.0);
     m.expect(&format!("mysql_hook_cluster_seconds_since_last_successful_backup{{{DB}}}"), 32_358.0 + 86_400.0);
 
+    // Lifecycle review 18: the binary log archive reached 03:04:58 (binlogSchedule
+    // */5): the run due at 03:05:00 has not archived past it by 12:00:00.
+    let hook = Hook::new();
+    hook.post("sync/binlog-archive-last-failed").await;
+    let m = hook.scrape().await;
+    m.expect(&format!("mysql_hook_cluster_binlog_archive_overdue_seconds{{{DB}}}"), 32_100.0);
+
     let hook = Hook::new();
     hook.post("sync/backup-last-failed").await;
     hook.post("sync/backup-last-failed").await;
