@@ -1879,7 +1879,10 @@ def run_all(args: argparse.Namespace) -> int:
         components.start_controllers(k8s, bin_dir, components.CONTROLLERS + (
             "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
             "persistentvolume-protection-controller", "cronjob-controller"))
-        with realnode.RealNode(k8s, bin_dir, node_images, volumes=30) as node:
+        # Host-path volumes with reclaim policy Retain are never reused: every claim
+        # of the loop takes one for good. 30 ran out in scenario 12's restored copy
+        # (its pod stayed Pending, "unbound immediate PersistentVolumeClaims").
+        with realnode.RealNode(k8s, bin_dir, node_images, volumes=40) as node:
             # One line per sync on roles (src/role_trace.rs): a role change recorded late is
             # explained by the syncs around it (kept with MYSQL_HOOK_K8S_LOGS).
             os.environ.setdefault("RUST_LOG", "info,mysql_hook::role_trace=debug")
