@@ -1117,20 +1117,21 @@ def safety_scenarios(running, st, live, deleting):
     if drained is not None:
         djob = job_named(drained, "switchover")
         timeout = '{"result":"error","primary":"db-1","from":"db-0","reason":"catchup-timeout","message":"db-1 did not catch up within 60s; db-0 reopened"}'
+        still_draining = related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))
         write("sync", "drain-switchover-failed", request(
             parent(status=drained["status"]), observed(drained["children"], {djob: "failed"}),
-            related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
+            still_draining))
         failed_drain = response_of("sync", "drain-switchover-failed")
         if failed_drain is not None:
             write("sync", "drain-switchover-backoff", request(
                 parent(status=failed_drain["status"]), observed(failed_drain["children"], {djob: "failed"}),
-                related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
+                still_draining))
             later = copy.deepcopy(failed_drain["status"])
             if later.get("drainSwitchover"):
                 later["drainSwitchover"]["nextAttemptTime"] = "2026-11-29T11:59:59Z"
             write("sync", "drain-switchover-retried", request(
                 parent(status=later), observed(failed_drain["children"], {djob: "failed"}),
-                related(draining, *healthy[1:], job_pod(djob, "switchover", timeout, 1))))
+                still_draining))
 
     # A failover Job that promoted db-1 and then failed (repointing): db-1 is the primary.
     started = response_of("sync", "failover-past-grace")

@@ -72,14 +72,21 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     // a drain's switchover): it needs a writable primary, and a primary that
     // restarted comes back read-only. Nothing else starts while deleting.
     let recovering = matches!(final_backup, Some(FinalBackup::Running(_) | FinalBackup::Failed(..)));
-    let synced = sync::sync_while_finalizing(request, ctx, recovering)?;
-    let keep_everything = || synced.children.clone();
+    // Every child as a sync answers, while deletion waits; the answer is kept for
+    // the status below.
+    let mut synced = None;
+    let mut keep_everything = || -> Result<Vec<Child>> {
+        let answer = sync::sync_with_roles(request, ctx, recovering)?;
+        let children = answer.children.clone();
+        synced = Some(answer);
+        Ok(children)
+    };
     let mut reason = if never_initialized { "NeverInitialized" } else { deletion_reason(cluster.deletion_policy) };
     let (mut children, finalized, message) = match &final_backup {
         Some(FinalBackup::NoTarget) => {
             reason = "NoBackupTarget";
             (
-                keep_everything(),
+                keep_everything()?,
                 false,
                 "deletionPolicy Backup needs spec.backup.storage for the final backup; the cluster is kept. Add spec.backup, or set deletionPolicy to Retain or Delete to proceed without one".to_owned(),
             )
@@ -87,7 +94,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         Some(FinalBackup::Refused(refusal)) => {
             reason = "FinalBackupRefused";
             (
-                keep_everything(),
+                keep_everything()?,
                 false,
                 format!(
                     "the final backup cannot start: {}; the cluster is kept. Fix the store, or set deletionPolicy to Retain or Delete to proceed without it",
@@ -97,7 +104,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
         Some(FinalBackup::Running(job)) => {
             reason = "FinalBackupRunning";
-            let mut children = keep_everything();
+            let mut children = keep_everything()?;
             children.push(Child::Job(job.clone()));
             let name = job.metadata.name.as_deref().unwrap_or_default();
             (
@@ -108,7 +115,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
         }
         Some(FinalBackup::Failed(job, record)) => {
             reason = "FinalBackupFailed";
-            let mut children = keep_everything();
+            let mut children = keep_everything()?;
             children.push(Child::Job(job.clone()));
             (
                 children,
@@ -121,7 +128,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             )
         }
         _ if observed.stateful_set.is_some() && have_retention != want_retention => (
-            keep_everything(),
+            keep_everything()?,
             false,
             format!(
                 "setting the volume retention policy to {} before deleting the StatefulSet",
@@ -129,7 +136,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             ),
         ),
         _ if observed.stateful_set.is_some_and(|s| !policy_observed(s)) => (
-            keep_everything(),
+            keep_everything()?,
             false,
             "waiting for the StatefulSet controller to observe the volume retention policy before deleting the StatefulSet".to_owned(),
         ),
@@ -137,7 +144,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             reason = "VolumesStillOwned";
             let owned = owned_claims(request, &cluster);
             (
-                keep_everything(),
+                keep_everything()?,
                 false,
                 format!(
                     "the StatefulSet still owns the volume claims {} (an earlier deletionPolicy: Delete; claims of servers scaled away are never released by its controller), so deleting it now would delete them; the cluster is kept. To keep them: kubectl -n {} patch pvc <claim> --type=json -p '[{{\"op\":\"remove\",\"path\":\"/metadata/ownerReferences\"}}]'; or set deletionPolicy to Delete",
@@ -170,8 +177,6 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
             (Vec::new(), remaining == 0, message)
         }
     };
-    // Every child is kept (a sync's answer, never empty) until deletion proceeds.
-    let kept = !children.is_empty();
     // The final backup Job stays until the end: its success is what allowed the deletion.
     if let Some(FinalBackup::Succeeded(Some(job), _)) = &final_backup {
         if !children.iter().any(|c| c.sort_key() == ("Job", job.metadata.name.as_deref().unwrap_or_default())) {
@@ -181,7 +186,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     children.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     // While every child is kept, the status is the sync's (roles, servers, rollout
     // as they stand); once children go, the last one as it was.
-    let base = if kept { synced.status } else { previous.clone() };
+    let base = synced.map_or_else(|| previous.clone(), |s| s.status);
     let mut conditions = Conditions::new(&previous.conditions, ctx.now);
     for c in &base.conditions {
         if c.type_ != "Ready" && c.type_ != "Deleting" {

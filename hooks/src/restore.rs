@@ -52,6 +52,20 @@ pub struct Restore {
 }
 
 impl Restore {
+    /// Whether one of this restore's Jobs runs now (before bootstrap a new pod
+    /// template waits for it, see [`crate::rollout`]).
+    #[must_use]
+    pub fn running(&self, observed: &Observed<'_>) -> bool {
+        self.blocks_bootstrap
+            && self.jobs.iter().any(|j| {
+                j.metadata
+                    .name
+                    .as_deref()
+                    .and_then(|name| observed.job(name))
+                    .is_some_and(|o| Observed::job_state(o) == crate::observed::JobState::Running)
+            })
+    }
+
     fn waiting(
         phase: BackupPhase,
         location: Option<String>,
@@ -147,10 +161,7 @@ pub fn plan(f: &Facts<'_>) -> Restore {
     let source = if let Some(name) = &spec.backup {
         let found = backups.iter().find(|b| b.metadata.name.as_deref() == Some(name.as_str()));
         if found.is_none() && remembered.is_none() {
-            let created = observed.jobs().any(|j| {
-                j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == PURPOSE)
-            });
-            let message = if created {
+            let message = if !started_jobs(observed).is_empty() {
                 format!(
                     "MySQLBackup {name} was deleted during the restore and its location was not recorded; the restore Jobs are kept. Recreate a MySQLBackup {name} that names the same backup, or delete this MySQL and create it again with spec.restore.storage and spec.restore.name"
                 )

@@ -34,23 +34,19 @@ const RESYNC_BUSY_SECONDS: u32 = 10;
 /// [`Error::InvalidRequest`] when the parent lacks the identity every child is
 /// derived from (name, namespace, uid).
 pub fn sync(request: &SyncRequest, ctx: &Context) -> Result<SyncResponse> {
-    sync_with(request, ctx, !request.finalizing)
+    sync_with_roles(request, ctx, !request.finalizing)
 }
 
-/// A sync answer for finalize: every child as a sync would answer (an error is
-/// passed on, never turned into an empty list: finalizing with no children would
-/// delete them all). Running role changes go on; with `recover_roles` a failover
-/// or a drain's switchover may start too (the final backup needs a writable
-/// primary), never a requested or a rollout's switchover.
+/// A sync answer; `may_start_roles`: whether a role change may start. Finalize
+/// uses it for every child as a sync would answer (an error is passed on, never
+/// turned into an empty list: finalizing with no children would delete them all):
+/// running role changes go on, and with `may_start_roles` a failover or a drain's
+/// switchover may start too (the final backup needs a writable primary), never a
+/// requested or a rollout's switchover.
 ///
 /// # Errors
 /// As [`sync`].
-pub(crate) fn sync_while_finalizing(request: &SyncRequest, ctx: &Context, recover_roles: bool) -> Result<SyncResponse> {
-    sync_with(request, ctx, recover_roles)
-}
-
-/// `may_start_roles`: whether a role change may start in this sync.
-fn sync_with(request: &SyncRequest, ctx: &Context, may_start_roles: bool) -> Result<SyncResponse> {
+pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_roles: bool) -> Result<SyncResponse> {
     validate(request)?;
     let names = crate::names::Names::new(request.parent.metadata.name.as_deref().unwrap_or_default());
     let observed = Observed::new(request, &names);
@@ -112,15 +108,7 @@ fn sync_with(request: &SyncRequest, ctx: &Context, may_start_roles: bool) -> Res
     // Restores run only before bootstrap, role changes and rollouts only after it:
     // they never overlap.
     let initialized = matches!(bootstrap, Bootstrap::Done(_));
-    // A restore Job runs: a new template waits for it (a restart kills its load).
-    let restoring = restore.blocks_bootstrap
-        && restore.jobs.iter().any(|j| {
-            j.metadata
-                .name
-                .as_deref()
-                .and_then(|name| observed.job(name))
-                .is_some_and(|o| Observed::job_state(o) == crate::observed::JobState::Running)
-        });
+    let restoring = restore.running(&observed);
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
