@@ -1286,6 +1286,11 @@ def backup_scenarios(running, st, live, deleting):
     write("sync", "backup-cronjob-s3-after-growth", request(
         parent(status=st, backup=S3_BACKUP, storage={"size": "20Gi"}), live,
         with_claims(with_s3_secret(ready3), *[claim(i, request="20Gi", capacity="20Gi") for i in range(3)])))
+    # Issue 34.11/34.12: the user bounds the backup pods: a deadline for dump,
+    # verification and upload, each container's resources, the scratch size.
+    bounded = dict(S3_BACKUP, verify=True, timeoutSeconds=43200, workVolumeSize="40Gi",
+                   resources={"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}})
+    write("sync", "backup-cronjob-s3-bounded", request(parent(status=st, backup=bounded), live, with_s3_secret(ready3)))
     # Issue 18.2: the Secret did not opt in (Metacontroller sends no such Secret), an
     # uploader image off the installer's list, a server image off it.
     write("sync", "backup-s3-credentials-not-opted-in", request(parent(status=st, backup=S3_BACKUP), live, ready3))
@@ -1490,6 +1495,11 @@ def backup_scenarios(running, st, live, deleting):
         write("sync", "restore-pitr-pvc-archive", request(
             parent(restore=pvc_archive_restore, status=new_r["status"]), observed(new_r["children"]),
             related(*pods([True, False, False]))))
+        # Lifecycle review 20: the restore pods' containers with the user's resources.
+        write("sync", "restore-pitr-s3-resources", request(
+            parent(restore=dict(s3_restore, resources={"requests": {"cpu": "2", "memory": "1Gi"}}),
+                   status=new_r["status"]),
+            observed(new_r["children"]), with_s3_secret(related(*pods([True, False, False])))))
         # Lifecycle review 17: MariaDB before 10.8 cannot replay from a GTID
         # position: refused before any server loads the dump.
         write("sync", "restore-pitr-mariadb-too-old", request(

@@ -729,8 +729,11 @@ pub struct BackupSpec {
     pub keep: i32,
 
     /// Size limit of the scratch volume an S3 backup or restore is staged in (the
-    /// dump and the binary logs; an emptyDir with this `sizeLimit`). Default: the
-    /// data volume's size, `spec.storage.size`.
+    /// dump and the binary logs; an emptyDir with this `sizeLimit`), and of `/tmp`
+    /// in every backup, archive and restore pod (a verification's throwaway server,
+    /// the binary logs a point-in-time restore replays). Default: the data
+    /// volume's size, `spec.storage.size`. A pod that outgrows it is evicted, and
+    /// the status says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_volume_size: Option<Quantity>,
 
@@ -745,11 +748,27 @@ pub struct BackupSpec {
     /// Prove every backup restores before it counts: the backup's pod restores it
     /// into a throwaway server of the cluster's image (`verify.sh`: its own data
     /// directory in the pod's `/tmp`, which needs about the data's size of
-    /// ephemeral storage) and compares the GTID position and schemas with the
-    /// manifest. A backup that does not restore fails: it is not kept, not
+    /// ephemeral storage, up to `workVolumeSize`) and compares the restored
+    /// server's GTID position and schemas with the manifest. A backup that does not restore fails: it is not kept, not
     /// uploaded, and retention removes nothing for it. Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verify: bool,
+
+    /// How long one backup may take, in seconds: the dump, the verification and
+    /// the upload together (its Job's `activeDeadlineSeconds`); default 21600 (6 h).
+    /// A backup past it fails with `DeadlineExceeded`. Set it from the size of the
+    /// data (a dump took about 42 s per GB here, and a verification loads it again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 600, max = 2_592_000))]
+    pub timeout_seconds: Option<i64>,
+
+    /// Resources of each container of the backup and binary log archive pods (the
+    /// dump, the verification's throwaway server, the uploader). Default: requests
+    /// of 100m CPU and 256Mi of memory and no limits, so the pods are Burstable
+    /// (never the first evicted, and admitted where a ResourceQuota requires
+    /// requests). A namespace whose quota requires limits needs them set here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 fn default_keep() -> i32 {
@@ -911,6 +930,12 @@ pub struct RestoreSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 16))]
     pub parallel: Option<i32>,
+
+    /// Resources of each container of the restore pods (the download, the load, the
+    /// replay). Default: as `spec.backup.resources`, requests of 100m CPU and 256Mi
+    /// of memory and no limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 /// Progress of a backup or a restore.

@@ -43,6 +43,13 @@ pub fn settings(parent: &MySQL) -> Option<(&BackupSpec, BackupStorage)> {
     (storage.persistent_volume_claim.is_some() || storage.s3.is_some()).then_some((spec, storage))
 }
 
+/// What bounds each backup and archive pod of the cluster: `timeoutSeconds`,
+/// `resources` and `workVolumeSize` of `spec.backup`.
+#[must_use]
+pub fn bounds(spec: &BackupSpec) -> backup::Bounds {
+    backup::Bounds::from_spec(spec.timeout_seconds, spec.resources.as_ref(), spec.work_volume_size.as_ref())
+}
+
 /// The scheduled-backup CronJob, when a schedule is set and the cluster has a
 /// writable primary (a backup before that would copy nothing, or a restore in
 /// progress).
@@ -66,9 +73,9 @@ pub fn cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed: Option
         labels: pod_labels(c, SCHEDULED),
         signing_key: spec.signing_key.as_ref(),
         owner: scheduled_owner(c),
-        work_volume_size: spec.work_volume_size.clone(),
         verify: spec.verify,
         binlogs_archived: spec.binlog_schedule.is_some(),
+        bounds: bounds(spec),
     };
     Some(backup::cron_job(&c.names.cron_job(SCHEDULED), schedule, c, &pod.labels, backup::backup_job_spec(&pod)))
 }
@@ -86,8 +93,8 @@ pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed:
         storage: &storage,
         labels: pod_labels(c, BINLOG),
         retention_owner: scheduled_owner(c),
-        work_volume_size: spec.work_volume_size.clone(),
         signing_key: spec.signing_key.as_ref(),
+        bounds: bounds(spec),
     };
     Some(backup::cron_job(&c.names.cron_job(BINLOG), schedule, c, &pod.labels, backup::archive_job_spec(&pod)))
 }
@@ -328,9 +335,9 @@ pub fn final_job(
         labels: labels.clone(),
         signing_key: spec.signing_key.as_ref(),
         owner: backup::owner("final", &c.namespace, &c.names.cluster, &c.uid),
-        work_volume_size: spec.work_volume_size.clone(),
         verify: spec.verify,
         binlogs_archived: false,
+        bounds: bounds(spec),
     };
     k8s_openapi::api::batch::v1::Job {
         metadata: crate::build::meta(&name, labels),

@@ -163,9 +163,9 @@ pub fn sync(request: &BackupSyncRequest, ctx: &Context) -> Result<BackupSyncResp
         labels: pod_labels.clone(),
         signing_key: backup_spec.signing_key.as_ref(),
         owner: backup::owner("mysqlbackup", namespace, name, uid),
-        work_volume_size: backup_spec.work_volume_size.clone(),
         verify: backup_spec.verify || parent.spec.verify,
         binlogs_archived: false,
+        bounds: crate::backups::bounds(backup_spec),
     };
     let job =
         Job { metadata: meta(&job_name, pod_labels), spec: Some(backup::backup_job_spec(&pod)), ..Default::default() };

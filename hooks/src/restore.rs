@@ -335,8 +335,11 @@ fn plan_from(
                 target: target.clone(),
                 labels: pod_labels,
                 verify_key: spec.signing_key.as_ref(),
-                work_volume_size: parent.spec.backup.as_ref().and_then(|b| b.work_volume_size.clone()),
-                deadline_seconds: spec.timeout_seconds.unwrap_or(backup::DEADLINE_SECONDS),
+                bounds: backup::Bounds::from_spec(
+                    spec.timeout_seconds,
+                    spec.resources.as_ref(),
+                    parent.spec.backup.as_ref().and_then(|b| b.work_volume_size.as_ref()),
+                ),
                 parallel: spec.parallel,
             })),
             ..Default::default()

@@ -22,8 +22,8 @@ use k8s_openapi::{
         batch::v1::{CronJob, CronJobSpec, JobSpec, JobTemplateSpec},
         core::v1::{
             Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath, ObjectFieldSelector,
-            PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector, SecretVolumeSource, Volume,
-            VolumeMount,
+            PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector,
+            SecretVolumeSource, Volume, VolumeMount,
         },
     },
     apimachinery::pkg::{api::resource::Quantity, apis::meta::v1::ObjectMeta},
@@ -51,6 +51,52 @@ const STAGING: &str = "/backup";
 pub const DEADLINE_SECONDS: i64 = 6 * 3600;
 /// A failed attempt is retried this many times (the scripts are idempotent).
 pub const BACKOFF_LIMIT: i32 = 2;
+
+/// What bounds one backup, archive or restore pod: its Job's deadline and the
+/// resources of each of its containers (but the scripts' installer, which has
+/// its own small ones).
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    pub deadline_seconds: i64,
+    pub resources: ResourceRequirements,
+    /// Size limit of the S3 staging volume and of `/tmp` (`spec.backup.workVolumeSize`;
+    /// default, see [`staging_volume`]).
+    pub work_volume_size: Option<Quantity>,
+}
+
+impl Bounds {
+    /// From a `timeoutSeconds` (default [`DEADLINE_SECONDS`]) and a `resources`
+    /// (default [`default_resources`]) of `spec.backup` or `spec.restore`, and
+    /// `spec.backup.workVolumeSize`.
+    #[must_use]
+    pub fn from_spec(
+        timeout_seconds: Option<i64>,
+        resources: Option<&ResourceRequirements>,
+        work_volume_size: Option<&Quantity>,
+    ) -> Self {
+        Bounds {
+            deadline_seconds: timeout_seconds.unwrap_or(DEADLINE_SECONDS),
+            resources: resources.cloned().unwrap_or_else(default_resources),
+            work_volume_size: work_volume_size.cloned(),
+        }
+    }
+}
+
+/// The resources of a backup, archive or restore container when the spec sets
+/// none: requests only, so the pod is Burstable, not BestEffort (the first a
+/// node under pressure evicts, and refused where a ResourceQuota requires
+/// requests); no limit, so a dump or a load is never throttled or OOM-killed
+/// for using what the node has free.
+#[must_use]
+pub fn default_resources() -> ResourceRequirements {
+    ResourceRequirements {
+        requests: Some(BTreeMap::from([
+            ("cpu".to_owned(), Quantity("100m".to_owned())),
+            ("memory".to_owned(), Quantity("256Mi".to_owned())),
+        ])),
+        ..Default::default()
+    }
+}
 
 /// A store with its prefix resolved.
 #[must_use]
@@ -128,14 +174,14 @@ pub struct BackupPod<'a> {
     pub signing_key: Option<&'a SecretKeyRef>,
     /// `OWNER` of the backup (see [`owner`]).
     pub owner: String,
-    /// Size limit of the S3 staging volume.
-    pub work_volume_size: Option<Quantity>,
     /// Restore the backup into a throwaway server before it counts
     /// (`BACKUP_VERIFY`, `verify.sh`).
     pub verify: bool,
     /// The binary log archive holds the binary logs (`BACKUP_BINLOGS=archive`):
     /// the backup copies none.
     pub binlogs_archived: bool,
+    /// The Job's deadline and the containers' resources (`spec.backup`).
+    pub bounds: Bounds,
 }
 
 /// The Job spec of a backup.
@@ -196,7 +242,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
             (
                 vec![check, dump],
                 uploader(s3, "upload", "upload", s3_env),
-                vec![staging_volume(c, b.work_volume_size.as_ref())],
+                vec![staging_volume(c, b.bounds.work_volume_size.as_ref())],
             )
         }
         (None, None) => unreachable_storage(c),
@@ -205,13 +251,7 @@ pub fn backup_job_spec(b: &BackupPod<'_>) -> JobSpec {
     for server in init.iter_mut().chain([&mut main]).filter(|k| k.name == "backup") {
         with_key(server, &mut volumes, b.signing_key, "BACKUP_SIGNING_KEY_FILE");
     }
-    volumes.extend([
-        pod::config_volume(c),
-        pod::scripts_volume(),
-        pod::job_credentials_volume(c),
-        pod::empty_dir("tmp"),
-    ]);
-    job_spec(c, b.storage, &b.labels, init, main, volumes, DEADLINE_SECONDS)
+    job_spec(c, b.storage, &b.labels, init, main, volumes, &b.bounds)
 }
 
 /// One restore pod: loads the backup into the server `target`.
@@ -227,10 +267,9 @@ pub struct RestorePod<'a> {
     pub labels: BTreeMap<String, String>,
     /// The key the backup's signature must verify with (`spec.restore.signingKey`).
     pub verify_key: Option<&'a SecretKeyRef>,
-    /// Size limit of the S3 staging volume.
-    pub work_volume_size: Option<Quantity>,
-    /// The Job's deadline, which the script's load and replay may use whole.
-    pub deadline_seconds: i64,
+    /// The Job's deadline, which the script's load and replay may use whole, and
+    /// the containers' resources (`spec.restore`).
+    pub bounds: Bounds,
     /// `spec.restore.parallel`: clients loading the dump at once.
     pub parallel: Option<i32>,
 }
@@ -243,7 +282,7 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     env.extend([
         pod::env("POD_NAME", r.target.as_str()),
         pod::env("TERMINATION_LOG", "/dev/termination-log"),
-        pod::env("RESTORE_DEADLINE_SECONDS", r.deadline_seconds.to_string()),
+        pod::env("RESTORE_DEADLINE_SECONDS", r.bounds.deadline_seconds.to_string()),
     ]);
     if let Some(until) = &r.until {
         env.push(pod::env("RESTORE_UNTIL", until.as_str()));
@@ -277,12 +316,12 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
             mounts.push(pod::mount("staging", STAGING, true));
             (
                 Some(uploader(s3, "download", "download", download_env)),
-                vec![staging_volume(c, r.work_volume_size.as_ref())],
+                vec![staging_volume(c, r.bounds.work_volume_size.as_ref())],
             )
         }
         (None, None) => {
             let (init, main, volumes) = unreachable_storage(c);
-            return job_spec(c, r.storage, &r.labels, init, main, volumes, r.deadline_seconds);
+            return job_spec(c, r.storage, &r.labels, init, main, volumes, &r.bounds);
         }
     };
     // A parallel load cuts the dump into pieces on a sized work volume first.
@@ -308,16 +347,10 @@ pub fn restore_job_spec(r: &RestorePod<'_>) -> JobSpec {
     }
     if parallel.is_some() {
         load.volume_mounts.get_or_insert_with(Vec::new).push(pod::mount("pieces", PIECES, false));
-        volumes.push(Volume { name: "pieces".to_owned(), ..staging_volume(c, r.work_volume_size.as_ref()) });
+        volumes.push(Volume { name: "pieces".to_owned(), ..staging_volume(c, r.bounds.work_volume_size.as_ref()) });
     }
     let init = download.into_iter().chain([check, load]).collect();
-    volumes.extend([
-        pod::config_volume(c),
-        pod::scripts_volume(),
-        pod::job_credentials_volume(c),
-        pod::empty_dir("tmp"),
-    ]);
-    job_spec(c, r.storage, &r.labels, init, main, volumes, r.deadline_seconds)
+    job_spec(c, r.storage, &r.labels, init, main, volumes, &r.bounds)
 }
 
 /// Where a parallel restore cuts the dump into pieces (`RESTORE_WORK_DIR`).
@@ -344,11 +377,11 @@ pub struct ArchivePod<'a> {
     pub labels: BTreeMap<String, String>,
     /// Archived files only the scheduled backups of this `OWNER` may need.
     pub retention_owner: String,
-    /// Size limit of the S3 staging volume.
-    pub work_volume_size: Option<Quantity>,
     /// The cluster's signing key (`spec.backup.signingKey`): with it, retention
     /// believes only the `POSITIONS` of backups signed with it.
     pub signing_key: Option<&'a SecretKeyRef>,
+    /// Each container's resources and the scratch volumes' size (`spec.backup`).
+    pub bounds: Bounds,
 }
 
 /// The Job spec of a binary log archive run. A mounted store: `binlog.sh` writes
@@ -374,7 +407,7 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
             store,
         ]
     };
-    let (init, main, mut volumes) = match (&a.storage.persistent_volume_claim, &a.storage.s3) {
+    let (init, main, volumes) = match (&a.storage.persistent_volume_claim, &a.storage.s3) {
         (Some(pvc), _) => {
             let dir = format!("{PVC_MOUNT}/{}", pvc.prefix.as_deref().unwrap_or_default());
             env.extend([pod::env("ARCHIVE_DIR", format!("{dir}/{ARCHIVE}")), pod::env("BACKUP_ROOT", dir)]);
@@ -396,7 +429,7 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
                 volume_mounts: Some(mounts(pod::mount("staging", STAGING, false))),
                 ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
             };
-            let mut volumes = vec![staging_volume(c, a.work_volume_size.as_ref())];
+            let mut volumes = vec![staging_volume(c, a.bounds.work_volume_size.as_ref())];
             with_key(&mut archive, &mut volumes, a.signing_key, "ARCHIVE_VERIFY_KEY_FILE");
             (
                 vec![uploader(s3, "pull", "archive-pull", s3_env(s3)), archive],
@@ -406,13 +439,15 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    volumes.extend([
-        pod::config_volume(c),
-        pod::scripts_volume(),
-        pod::job_credentials_volume(c),
-        pod::empty_dir("tmp"),
-    ]);
-    job_spec(c, a.storage, &a.labels, init, main, volumes, ARCHIVE_DEADLINE_SECONDS)
+    job_spec(
+        c,
+        a.storage,
+        &a.labels,
+        init,
+        main,
+        volumes,
+        &Bounds { deadline_seconds: ARCHIVE_DEADLINE_SECONDS, ..a.bounds.clone() },
+    )
 }
 
 /// The folder of the binary log archive under a store's prefix: not a name a
@@ -460,12 +495,26 @@ fn job_spec(
     labels: &BTreeMap<String, String>,
     init: Vec<Container>,
     main: Container,
-    volumes: Vec<Volume>,
-    deadline_seconds: i64,
+    mut volumes: Vec<Volume>,
+    bounds: &Bounds,
 ) -> JobSpec {
+    let (mut init, mut main) = (init, main);
+    for container in init.iter_mut().chain([&mut main]) {
+        container.resources = Some(bounds.resources.clone());
+    }
+    // Every pod's scratch `/tmp` is bounded like the staging volume: what the
+    // scripts put there (the verification's throwaway server, the replayed binary
+    // logs) fits in the data it comes from, and a pod that outgrows it is evicted,
+    // and says so, instead of filling the node's disk.
+    volumes.extend([
+        pod::config_volume(c),
+        pod::scripts_volume(),
+        pod::job_credentials_volume(c),
+        Volume { name: "tmp".to_owned(), ..staging_volume(c, bounds.work_volume_size.as_ref()) },
+    ]);
     let mut spec = JobSpec {
         backoff_limit: Some(BACKOFF_LIMIT),
-        active_deadline_seconds: Some(deadline_seconds),
+        active_deadline_seconds: Some(bounds.deadline_seconds),
         // One attempt at a time: by default a replacement starts as soon as the old
         // pod is terminating (a drain, an eviction), while the old one still works
         // through its grace period in the same `.partial` folder or S3 key, and a
