@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import gzip
 import hashlib
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -567,6 +568,25 @@ def test_verified_backup_restores_first(cluster, world, request):
     line = proc.stdout.strip().splitlines()[-1]
     assert proc.returncode != 0 and '"reason":"verify-failed"' in line and "does not restore" in line, proc
     assert not vdir.exists()
+    # Issue 34.11: the check compares the position the restored server reports,
+    # not the dump's header parsed twice. A restore that loads the data but not
+    # the position (sql_set_restored_position made a no-op, in a copy of the
+    # installed scripts) fails verification.
+    mutant = Path(tempfile.mkdtemp(prefix="mut-")) / "scripts"
+    shutil.copytree(SCRIPTS, mutant)
+    needle = "sql_set_restored_position() {\n"
+    text = (mutant / "common.sh").read_text()
+    assert text.count(needle) == 1, "sql_set_restored_position() not found in common.sh"
+    (mutant / "common.sh").write_text(text.replace(needle, needle + "  return 0\n"))
+    proc = subprocess.run(["bash", str(mutant / "verify.sh"), str(bdir / "checked")],
+                          env={**world.argv_env("verify.sh"), "HOME": str(world.root), "TMPDIR": str(world.root),
+                               "FLAVOR": "mariadb", **world.credential_env(),
+                               "TERMINATION_LOG": "/dev/null", "VERIFY_DIR": str(vdir), "VERIFY_PORT": port},
+                          capture_output=True, text=True, timeout=300)
+    line = proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "restored server's position" in line, proc
+    shutil.rmtree(mutant.parent)
+    assert not vdir.exists()
     # Through backup.sh: a verification that fails leaves no backup and prunes nothing.
     refused = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="refused", BACKUP_VERIFY="true",
                           VERIFY_DIR=vdir, SERVER_BIN="false", KEEP="1", RETENTION_OWNER=owner, BACKUP_OWNER=owner)
@@ -637,7 +657,6 @@ def test_binlog_archive(cluster, world, request):
     cluster.wait_synced(cluster["db-1"])
     nb = backup(cluster, root, "newer", PRIMARY="db-1", BACKUP_OWNER=owner, BACKUP_BINLOGS="archive")
     assert nb.json["binlogs"] == 0 and not (root / "newer" / "binlog").exists(), "the archive holds them"
-    import shutil
     shutil.rmtree(root / "base")
     insert(cluster["db-1"], 101, 111, "F")
     a5 = archive(RETENTION_OWNER=owner)
