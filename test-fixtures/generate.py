@@ -857,6 +857,11 @@ def main():
     write("sync", "running", request(parent(status=succeeded["status"]),
                                        observed(succeeded["children"], {job: "succeeded"}),
                                        related(*pods([True, True, True]))))
+    # Lifecycle review 20: spec.restore added to a running cluster that was never
+    # restored: nothing is loaded, and SpecAccepted says so by name.
+    write("sync", "restore-added-after-init", request(
+        parent(status=succeeded["status"], restore={"backup": "nightly"}),
+        observed(succeeded["children"], {job: "succeeded"}), related(*pods([True, True, True]))))
     if running is None:
         return
     # The bootstrap Job the running cluster keeps (the record of its first primary).

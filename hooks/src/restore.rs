@@ -49,6 +49,8 @@ pub struct Restore {
     pub condition: Option<(bool, String, String)>,
     /// Bootstrap must wait.
     pub blocks_bootstrap: bool,
+    /// A `spec.restore` the hook does not act on, for `SpecAccepted`.
+    pub ignored: Option<crate::model::Problem>,
 }
 
 impl Restore {
@@ -85,6 +87,7 @@ impl Restore {
             }),
             condition: Some((false, reason.to_owned(), message)),
             blocks_bootstrap: true,
+            ignored: None,
         }
     }
 }
@@ -127,8 +130,15 @@ pub fn plan(f: &Facts<'_>) -> Restore {
             .iter()
             .find(|c| c.type_ == RESTORED)
             .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()));
+        // Added to a cluster that was never restored: a restore only ever seeds a
+        // new cluster (it would load a backup over live data), so it is refused by
+        // name rather than silently doing nothing.
+        let ignored = (previous.restore.is_none() && condition.is_none()).then(|| crate::model::Problem {
+            reason: "RestoreIgnored",
+            message: "spec.restore was added after the cluster was initialized: a restore only seeds a new cluster, so nothing is loaded. Remove spec.restore, or create a new MySQL with it (a new name, or this one after deleting it)".to_owned(),
+        });
         let remembered =
-            Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false };
+            Restore { jobs: Vec::new(), status: previous.restore.clone(), condition, blocks_bootstrap: false, ignored };
         return completed(remembered, c.replicas);
     }
     let until = spec.point_in_time.as_deref();
@@ -265,6 +275,7 @@ fn removed_mid_restore(observed: &Observed<'_>, previous: &crate::api::MySQLStat
         status: previous.restore.clone(),
         condition: Some((false, "RestoreSpecRemoved".to_owned(), message)),
         blocks_bootstrap: true,
+        ignored: None,
     }
 }
 
@@ -396,5 +407,6 @@ fn plan_from(
         }),
         condition: Some((phase == BackupPhase::Succeeded, reason.to_owned(), message)),
         blocks_bootstrap: phase != BackupPhase::Succeeded,
+        ignored: None,
     }
 }

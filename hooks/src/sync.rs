@@ -81,6 +81,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         initialized: memory.initialized,
         gate: &gate,
     });
+    problems.extend(restore.ignored.clone());
     // Scheduled backups only to a store this cluster may use.
     let backup_refused = backups::settings(&request.parent)
         .and_then(|(spec, storage)| gate.storage(&storage, spec.signing_key.as_ref()).err());
