@@ -1356,6 +1356,14 @@ def backup_scenarios(running, st, live, deleting):
                         "Succeeded", finished="2026-11-29T03:00:43Z")
         write("sync", "backup-last-succeeded", request(parent(status=cron["status"], backup=PVC_BACKUP), cron_live,
                                                         related(*pods([True, True, True]), ok)))
+        # Lifecycle review 14: spec.backup.storage changed (another prefix) after the
+        # run; its pod's annotation names where it wrote, and the status says that.
+        ok_annotated = copy.deepcopy(ok)
+        ok_annotated["metadata"]["annotations"] = {"mysqlhook.dev/store": "pvc://mysql-backups/shop/db"}
+        moved = copy.deepcopy(PVC_BACKUP)
+        moved["storage"]["persistentVolumeClaim"]["prefix"] = "shop/db-v2"
+        write("sync", "backup-last-succeeded-storage-changed", request(
+            parent(status=cron["status"], backup=moved), cron_live, related(*pods([True, True, True]), ok_annotated)))
         # A run stopped at its deadline: its pods are gone, the CronJob's status tells.
         deadline_live = copy.deepcopy(cron_live)
         deadline_live["CronJob.batch/v1"]["shop/db-backup"]["status"] = {

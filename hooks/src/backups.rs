@@ -157,9 +157,10 @@ fn pod_labels(c: &Cluster, purpose: &str) -> std::collections::BTreeMap<String, 
     l
 }
 
-/// A finished backup as a status record.
+/// A finished backup as a status record; `store` is where its pod wrote
+/// ([`backup::written_to`]).
 #[must_use]
-pub fn record(name: &str, storage: &BackupStorage, outcome: &Outcome) -> Option<BackupRecord> {
+pub fn record(name: &str, store: Option<&str>, outcome: &Outcome) -> Option<BackupRecord> {
     let (phase, result, at) = match outcome {
         Outcome::Running => return None,
         Outcome::Succeeded(r, at) => (BackupPhase::Succeeded, r, at),
@@ -170,7 +171,7 @@ pub fn record(name: &str, storage: &BackupStorage, outcome: &Outcome) -> Option<
         name: name.to_owned(),
         outcome: Some(phase),
         time: if ok { result.finished_at.clone().or_else(|| at.clone()) } else { at.clone() },
-        location: ok.then(|| backup::location(storage, name)),
+        location: ok.then(|| backup::location_in(store, name)),
         bytes: if ok { result.bytes } else { None },
         source: result.source.clone(),
         gtid: if ok { result.gtid.clone() } else { None },
@@ -195,7 +196,7 @@ pub fn scheduled_status(
     };
     let mut records: Vec<BackupRecord> = finished_runs(c, pods, SCHEDULED, cron_job)
         .iter()
-        .filter_map(|(job, outcome)| record(job, &storage, outcome))
+        .filter_map(|run| record(&run.job, run.store(&storage).as_deref(), &run.outcome))
         .collect();
     records.sort_by(|a, b| (&a.time, &a.name).cmp(&(&b.time, &b.name)));
     let last = newer(records.last(), remembered.last);
@@ -215,15 +216,29 @@ fn newer(candidate: Option<&BackupRecord>, kept: Option<BackupRecord>) -> Option
     }
 }
 
+/// One run of a CronJob: its Job, outcome and pods.
+struct Run<'a> {
+    job: String,
+    outcome: Outcome,
+    pods: Vec<&'a Pod>,
+}
+
+impl Run<'_> {
+    /// Where the run's pods wrote, else the store of the current spec.
+    fn store(&self, current: &BackupStorage) -> Option<String> {
+        backup::written_to(&self.pods, current)
+    }
+}
+
 /// The runs of one of the cluster's CronJobs (pods labelled `purpose`), by Job,
 /// with their outcomes; a run the CronJob says failed counts as failed even when
 /// its pods are gone or say nothing.
-fn finished_runs(c: &Cluster, pods: &[&Pod], purpose: &str, cron_job: Option<&CronJob>) -> Vec<(String, Outcome)> {
+fn finished_runs<'a>(c: &Cluster, pods: &[&'a Pod], purpose: &str, cron_job: Option<&CronJob>) -> Vec<Run<'a>> {
     let by_job = jobs::pods_by_job(pods.iter().copied(), |p| {
         jobs::has_label(p, labels::JOB_PURPOSE, purpose) && jobs::has_label(p, labels::INSTANCE, &c.names.label)
     });
     let failed_run = cron_job.and_then(|cj| failed_run(cj, &c.names.cron_job(purpose)));
-    let mut runs: Vec<(String, Outcome)> = by_job
+    let mut runs: Vec<Run<'a>> = by_job
         .iter()
         .map(|(job, pods)| {
             let mut outcome = jobs::outcome_from_pods(pods, backup::BACKOFF_LIMIT);
@@ -232,12 +247,12 @@ fn finished_runs(c: &Cluster, pods: &[&Pod], purpose: &str, cron_job: Option<&Cr
                     outcome = Outcome::Failed(ended_without_result(), Some(at.clone()));
                 }
             }
-            ((*job).to_owned(), outcome)
+            Run { job: (*job).to_owned(), outcome, pods: pods.clone() }
         })
         .collect();
     if let Some((job, at)) = failed_run {
         if !by_job.contains_key(job.as_str()) {
-            runs.push((job, Outcome::Failed(ended_without_result(), Some(at))));
+            runs.push(Run { job, outcome: Outcome::Failed(ended_without_result(), Some(at)), pods: Vec::new() });
         }
     }
     runs
@@ -264,14 +279,15 @@ fn archive_status(
     let remembered = remembered.unwrap_or_default();
     let mut runs: Vec<(BackupRecord, Option<String>)> = finished_runs(c, pods, BINLOG, cron_job)
         .iter()
-        .filter_map(|(job, outcome)| {
-            let until = match outcome {
+        .filter_map(|run| {
+            let until = match &run.outcome {
                 Outcome::Succeeded(r, _) => r.until.as_deref().map(rfc3339),
                 _ => None,
             };
-            let mut rec = record(job, storage, outcome)?;
-            rec.location = Some(backup::location(storage, backup::ARCHIVE));
-            rec.source = match outcome {
+            let store = run.store(storage);
+            let mut rec = record(&run.job, store.as_deref(), &run.outcome)?;
+            rec.location = Some(backup::location_in(store.as_deref(), backup::ARCHIVE));
+            rec.source = match &run.outcome {
                 Outcome::Succeeded(r, _) | Outcome::Failed(r, _) => r.primary.clone(),
                 Outcome::Running => None,
             };

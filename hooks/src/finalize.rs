@@ -292,8 +292,9 @@ fn final_backup(
     let pods = jobs::pods_by_job(request.related.pods.values(), |p| {
         jobs::has_label(p, crate::labels::JOB_PURPOSE, backups::FINAL)
     });
-    let outcome = jobs::outcome_of_job(existing, pods.get(name.as_str()).map_or(&[][..], Vec::as_slice));
-    match backups::record(&name, &storage, &outcome) {
+    let pods = pods.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+    let outcome = jobs::outcome_of_job(existing, pods);
+    match backups::record(&name, crate::build::backup::written_to(pods, &storage).as_deref(), &outcome) {
         Some(r) if r.outcome == Some(BackupPhase::Succeeded) => FinalBackup::Succeeded(Some(job), r),
         Some(r) => FinalBackup::Failed(job, r),
         None => FinalBackup::Running(job),

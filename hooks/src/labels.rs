@@ -12,6 +12,10 @@ pub const NAME: &str = "app.kubernetes.io/name";
 pub const POD_NAME: &str = "statefulset.kubernetes.io/pod-name";
 /// Which operation a Job pod runs (`bootstrap`, `failover`, ...).
 pub const JOB_PURPOSE: &str = "mysqlhook.dev/purpose";
+/// Annotation of a backup, archive or restore pod: the store it reads or writes
+/// (`s3://<bucket>/<prefix>` or `pvc://<claim>/<prefix>`), so that its status
+/// names where it wrote even after `spec.backup.storage` changed.
+pub const STORE: &str = "mysqlhook.dev/store";
 
 pub const MANAGER: &str = "mysql-hook";
 pub const DATABASE: &str = "database";

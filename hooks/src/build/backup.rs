@@ -123,11 +123,34 @@ pub fn default_prefix(namespace: &str, cluster: &str) -> String {
 /// resolved store.
 #[must_use]
 pub fn location(storage: &BackupStorage, name: &str) -> String {
+    location_in(store_location(storage).as_deref(), name)
+}
+
+/// `<store>/<name>`, or the name alone without a store.
+#[must_use]
+pub fn location_in(store: Option<&str>, name: &str) -> String {
+    store.map_or_else(|| name.to_owned(), |s| format!("{s}/{name}"))
+}
+
+/// `pvc://<claim>/<prefix>` or `s3://<bucket>/<prefix>` of a resolved store (the
+/// pods' [`labels::STORE`] annotation).
+#[must_use]
+pub fn store_location(storage: &BackupStorage) -> Option<String> {
     match (&storage.persistent_volume_claim, &storage.s3) {
-        (Some(p), _) => format!("pvc://{}/{}/{name}", p.claim_name, p.prefix.as_deref().unwrap_or_default()),
-        (None, Some(s)) => format!("s3://{}/{}/{name}", s.bucket, s.prefix.as_deref().unwrap_or_default()),
-        (None, None) => name.to_owned(),
+        (Some(p), _) => Some(format!("pvc://{}/{}", p.claim_name, p.prefix.as_deref().unwrap_or_default())),
+        (None, Some(s)) => Some(format!("s3://{}/{}", s.bucket, s.prefix.as_deref().unwrap_or_default())),
+        (None, None) => None,
     }
+}
+
+/// The store a backup, archive or restore pod was built for (its
+/// [`labels::STORE`] annotation), else `current` (pods of a release before the
+/// annotation).
+#[must_use]
+pub fn written_to(pods: &[&k8s_openapi::api::core::v1::Pod], current: &BackupStorage) -> Option<String> {
+    pods.iter()
+        .find_map(|p| p.metadata.annotations.as_ref()?.get(labels::STORE).cloned())
+        .or_else(|| store_location(current))
 }
 
 /// How the backup's name reaches the script.
@@ -522,7 +545,11 @@ fn job_spec(
         // next attempt starts only once the last one has stopped.
         pod_replacement_policy: Some("Failed".to_owned()),
         template: PodTemplateSpec {
-            metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
+            metadata: Some(ObjectMeta {
+                labels: Some(labels.clone()),
+                annotations: store_location(storage).map(|s| BTreeMap::from([(labels::STORE.to_owned(), s)])),
+                ..Default::default()
+            }),
             spec: Some(PodSpec {
                 restart_policy: Some("Never".to_owned()),
                 init_containers: Some([pod::install_scripts(c)].into_iter().chain(init).collect()),
