@@ -63,6 +63,8 @@ pub struct Facts<'a> {
     pub initialized: bool,
     /// Before bootstrap, a restore Job runs on some server.
     pub restoring: bool,
+    /// The servers' pod template this sync emits ([`statefulset::template`]).
+    pub template: &'a k8s_openapi::api::core::v1::PodTemplateSpec,
     pub now: Timestamp,
 }
 
@@ -115,8 +117,7 @@ pub fn plan(f: &Facts<'_>) -> Plan {
     let Some(sts) = f.observed.stateful_set else {
         return idle(c, prev.version.clone(), verdict(false, "UpToDate", "creating the servers".to_owned()));
     };
-    let desired = statefulset::template(c);
-    if statefulset::template_hash(&sts.spec.template) != statefulset::template_hash(&desired) {
+    if statefulset::template_hash(&sts.spec.template) != statefulset::template_hash(f.template) {
         return hold_new_template(f);
     }
     // The observed template is the desired one: the partition it shows is one this

@@ -110,12 +110,16 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
     // they never overlap.
     let initialized = matches!(bootstrap, Bootstrap::Done(_));
     let restoring = restore.running(&observed);
+    // Built once: the rollout compares it, the StatefulSet carries it and
+    // `TemplateApplied` checks it (it depends on the spec, never on the primary).
+    let template = statefulset::template(&cluster);
     let rollout = rollout::plan(&rollout::Facts {
         cluster: &cluster,
         observed: &observed,
         previous: &previous,
         initialized,
         restoring,
+        template: &template,
         now: ctx.now,
     });
     let annotation =
@@ -149,7 +153,8 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         newest_version: memory.newest_version.map(|v| v.to_string()),
         force_failover_used: roles.force_failover_used.clone(),
     };
-    let mut children = desired_children(&cluster, &observed, rollout.partition, &remembered, ctx);
+    let template_hash = statefulset::template_hash(&template).unwrap_or_default().to_owned();
+    let mut children = desired_children(&cluster, &observed, (rollout.partition, template), &remembered, ctx);
     // The bootstrap Job stays the record of the first primary until a role change.
     let bootstrap_job = bootstrap.job().filter(|_| !matches!(bootstrap, Bootstrap::Done(_)) || roles.epoch == 0);
     children.extend(
@@ -194,7 +199,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         &cluster,
         &observed,
         &previous,
-        &Decisions { bootstrap: &bootstrap, roles: &roles, rollout: &rollout },
+        &Decisions { bootstrap: &bootstrap, roles: &roles, rollout: &rollout, template_hash: &template_hash },
         &problems,
         ctx,
     );
@@ -314,7 +319,7 @@ pub(crate) use crate::build::config::Remembered;
 fn desired_children(
     c: &Cluster,
     observed: &Observed<'_>,
-    partition: i32,
+    (partition, template): (i32, k8s_openapi::api::core::v1::PodTemplateSpec),
     remembered: &Remembered,
     ctx: &Context,
 ) -> Vec<Child> {
@@ -328,7 +333,7 @@ fn desired_children(
     ];
     // No server starts with credentials its Secret's owner did not opt in (issue 30.3).
     if !c.credentials_held {
-        children.push(Child::StatefulSet(Box::new(statefulset::build(c, partition))));
+        children.push(Child::StatefulSet(Box::new(statefulset::build(c, partition, template))));
     }
     children.extend(older_option_files(c, observed).into_iter().map(|m| Child::ConfigMap(Box::new(m))));
     children.extend(service::replica_endpoints(c, observed).into_iter().map(|s| Child::EndpointSlice(Box::new(s))));
@@ -394,10 +399,8 @@ pub const TEMPLATE_APPLIED: &str = "TemplateApplied";
 /// not applied.
 pub const APPLY_SECONDS: i64 = 120;
 
-fn template_applied(c: &Cluster, observed: &Observed<'_>, previous: &MySQLStatus, ctx: &Context) -> roles::Verdict {
+fn template_applied(want: &str, observed: &Observed<'_>, previous: &MySQLStatus, ctx: &Context) -> roles::Verdict {
     let verdict = |status, reason, message| roles::Verdict { type_: TEMPLATE_APPLIED, status, reason, message };
-    let desired = statefulset::template(c);
-    let want = statefulset::template_hash(&desired).unwrap_or_default();
     let have = observed.stateful_set.map(|s| statefulset::template_hash(&s.spec.template));
     if have == Some(Some(want)) {
         return verdict(true, "Applied", format!("the StatefulSet carries template {want}"));
@@ -427,6 +430,8 @@ struct Decisions<'a> {
     bootstrap: &'a Bootstrap,
     roles: &'a Roles,
     rollout: &'a rollout::Plan,
+    /// [`TEMPLATE_HASH`](statefulset::TEMPLATE_HASH) of the template emitted.
+    template_hash: &'a str,
 }
 
 fn status(
@@ -437,7 +442,7 @@ fn status(
     problems: &[Problem],
     ctx: &Context,
 ) -> MySQLStatus {
-    let Decisions { bootstrap, roles, rollout } = *decisions;
+    let Decisions { bootstrap, roles, rollout, template_hash } = *decisions;
     let members: Vec<_> = observed.members.values().filter(|m| m.ordinal < c.replicas).collect();
     let ready = i32::try_from(members.iter().filter(|m| m.ready).count()).unwrap_or(i32::MAX);
     let primary_ready = observed.member(&c.primary).is_some_and(|m| m.ready);
@@ -544,7 +549,7 @@ fn status(
     for v in roles.conditions.iter().chain([&rollout.verdict]) {
         conditions.set(v.type_, v.status, v.reason, v.message.clone());
     }
-    let applied = template_applied(c, observed, previous, ctx);
+    let applied = template_applied(template_hash, observed, previous, ctx);
     conditions.set(TEMPLATE_APPLIED, applied.status, applied.reason, applied.message);
 
     MySQLStatus {

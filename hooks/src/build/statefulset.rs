@@ -50,7 +50,7 @@ const CONF_DIR: &str = "/etc/mysql/conf.d";
 /// Builds the StatefulSet. `partition` holds back pods with a lower ordinal during
 /// an ordered rollout.
 #[must_use]
-pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
+pub fn build(c: &Cluster, partition: i32, template: PodTemplateSpec) -> StatefulSet {
     let selector = labels::database_selector(&c.names);
     StatefulSet {
         metadata: meta(&c.names.stateful_set, labels::common(&c.names, labels::DATABASE)),
@@ -84,7 +84,7 @@ pub fn build(c: &Cluster, partition: i32) -> StatefulSet {
                 // replaces this list whole) from seeing a difference on every sync.
                 status: Some(PersistentVolumeClaimStatus { phase: Some("Pending".to_owned()), ..Default::default() }),
             }]),
-            template: template(c),
+            template,
             ..Default::default()
         },
         ..Default::default()
