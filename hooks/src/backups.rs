@@ -94,7 +94,8 @@ pub fn binlog_cron_job(parent: &MySQL, c: &Cluster, initialized: bool, observed:
         labels: pod_labels(c, BINLOG),
         retention_owner: scheduled_owner(c),
         signing_key: spec.signing_key.as_ref(),
-        bounds: bounds(spec),
+        // One run copies the files closed since the last: its own, short deadline.
+        bounds: backup::Bounds { deadline_seconds: backup::ARCHIVE_DEADLINE_SECONDS, ..bounds(spec) },
     };
     Some(backup::cron_job(&c.names.cron_job(BINLOG), schedule, c, &pod.labels, backup::archive_job_spec(&pod)))
 }

@@ -54,10 +54,7 @@ pub fn finalize(request: &SyncRequest, ctx: &Context) -> Result<FinalizeResponse
     );
     let previous = request.parent.status.clone().unwrap_or_default();
 
-    let want_retention = statefulset::build(&cluster, 0, statefulset::template(&cluster))
-        .spec
-        .persistent_volume_claim_retention_policy
-        .and_then(|p| p.when_deleted);
+    let want_retention = Some(statefulset::claims_when_deleted(&cluster).to_owned());
     let have_retention = observed
         .stateful_set
         .and_then(|s| s.spec.persistent_volume_claim_retention_policy.as_ref())

@@ -154,7 +154,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         force_failover_used: roles.force_failover_used.clone(),
     };
     let template_hash = statefulset::template_hash(&template).unwrap_or_default().to_owned();
-    let mut children = desired_children(&cluster, &observed, (rollout.partition, template), &remembered, ctx);
+    let mut children = desired_children(&cluster, &observed, rollout.partition, template, &remembered, ctx);
     // The bootstrap Job stays the record of the first primary until a role change.
     let bootstrap_job = bootstrap.job().filter(|_| !matches!(bootstrap, Bootstrap::Done(_)) || roles.epoch == 0);
     children.extend(
@@ -319,7 +319,8 @@ pub(crate) use crate::build::config::Remembered;
 fn desired_children(
     c: &Cluster,
     observed: &Observed<'_>,
-    (partition, template): (i32, k8s_openapi::api::core::v1::PodTemplateSpec),
+    partition: i32,
+    template: k8s_openapi::api::core::v1::PodTemplateSpec,
     remembered: &Remembered,
     ctx: &Context,
 ) -> Vec<Child> {

@@ -403,7 +403,8 @@ pub struct ArchivePod<'a> {
     /// The cluster's signing key (`spec.backup.signingKey`): with it, retention
     /// believes only the `POSITIONS` of backups signed with it.
     pub signing_key: Option<&'a SecretKeyRef>,
-    /// Each container's resources and the scratch volumes' size (`spec.backup`).
+    /// The run's deadline ([`ARCHIVE_DEADLINE_SECONDS`]), each container's
+    /// resources and the scratch volumes' size (`spec.backup`).
     pub bounds: Bounds,
 }
 
@@ -462,15 +463,7 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
         }
         (None, None) => unreachable_storage(c),
     };
-    job_spec(
-        c,
-        a.storage,
-        &a.labels,
-        init,
-        main,
-        volumes,
-        &Bounds { deadline_seconds: ARCHIVE_DEADLINE_SECONDS, ..a.bounds.clone() },
-    )
+    job_spec(c, a.storage, &a.labels, init, main, volumes, &a.bounds)
 }
 
 /// The folder of the binary log archive under a store's prefix: not a name a

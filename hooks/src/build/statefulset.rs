@@ -67,13 +67,7 @@ pub fn build(c: &Cluster, partition: i32, template: PodTemplateSpec) -> Stateful
                 }),
             }),
             persistent_volume_claim_retention_policy: Some(StatefulSetPersistentVolumeClaimRetentionPolicy {
-                when_deleted: Some(
-                    match c.deletion_policy {
-                        DeletionPolicy::Delete => "Delete",
-                        DeletionPolicy::Retain | DeletionPolicy::Backup => "Retain",
-                    }
-                    .to_owned(),
-                ),
+                when_deleted: Some(claims_when_deleted(c).to_owned()),
                 when_scaled: Some("Retain".to_owned()),
             }),
             volume_claim_templates: Some(vec![PersistentVolumeClaim {
@@ -88,6 +82,16 @@ pub fn build(c: &Cluster, partition: i32, template: PodTemplateSpec) -> Stateful
             ..Default::default()
         },
         ..Default::default()
+    }
+}
+
+/// What becomes of the volume claims when the StatefulSet is deleted, from
+/// `spec.deletionPolicy` (finalize waits for the StatefulSet to carry it).
+#[must_use]
+pub fn claims_when_deleted(c: &Cluster) -> &'static str {
+    match c.deletion_policy {
+        DeletionPolicy::Delete => "Delete",
+        DeletionPolicy::Retain | DeletionPolicy::Backup => "Retain",
     }
 }
 
