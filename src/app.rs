@@ -93,6 +93,9 @@ pub struct State {
     pub admission: Admission,
     /// The bearer token hook calls must carry, if any.
     pub auth: Option<TokenFile>,
+    /// The bearer token `/metrics` must carry instead of [`State::auth`], if any: a
+    /// scraper's credential of its own, which no hook route accepts.
+    pub metrics_auth: Option<TokenFile>,
     /// Set when shutdown begins: `/readyz` then fails so no new traffic is routed here.
     pub draining: AtomicBool,
 }
@@ -115,6 +118,7 @@ impl State {
             limits,
             admission: Admission::new(limits.max_concurrent),
             auth: None,
+            metrics_auth: None,
             draining: AtomicBool::new(false),
         }
     }
@@ -146,6 +150,23 @@ impl State {
     pub fn with_auth(mut self, token: TokenFile) -> Self {
         self.auth = Some(token);
         self
+    }
+
+    /// Makes `/metrics` require this token, and no longer the hook calls' one. The
+    /// scraper (Prometheus) then holds a credential that can read metrics and nothing
+    /// else: the hook calls' token would let it ask for any cluster's children.
+    #[must_use]
+    pub fn with_metrics_auth(mut self, token: TokenFile) -> Self {
+        self.metrics_auth = Some(token);
+        self
+    }
+
+    /// The token a route requires: `/metrics` its own if one is set.
+    fn token_for(&self, path: &str) -> Option<&TokenFile> {
+        match (&self.metrics_auth, path) {
+            (Some(metrics), "/metrics") => Some(metrics),
+            _ => self.auth.as_ref(),
+        }
     }
 
     /// Makes `/readyz` fail from now on (shutdown has begun).
@@ -207,8 +228,7 @@ async fn authenticate(
         return next.call(req).await.map(ServiceResponse::map_into_boxed_body);
     };
     let accepted = state
-        .auth
-        .as_ref()
+        .token_for(req.path())
         .is_none_or(|t| t.accepts(req.headers().get(header::AUTHORIZATION).map(header::HeaderValue::as_bytes)));
     if accepted {
         return next.call(req).await.map(ServiceResponse::map_into_boxed_body);

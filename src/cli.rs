@@ -116,6 +116,12 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_AUTH_TOKEN_FILE")]
     pub auth_token_file: Option<PathBuf>,
 
+    /// File holding the bearer token `/metrics` must carry instead of
+    /// `--auth-token-file`'s, so that the scraper's credential cannot call the hooks
+    /// (no hook route accepts it); re-read when it changes.
+    #[arg(long, global = true, env = "MYSQL_HOOK_METRICS_TOKEN_FILE")]
+    pub metrics_token_file: Option<PathBuf>,
+
     /// Serve on a non-loopback address without `--auth-token-file`. Anyone who can
     /// reach such a hook can ask it what it would do with any cluster; only use it
     /// behind a NetworkPolicy or equivalent that admits Metacontroller alone.

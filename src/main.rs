@@ -112,6 +112,9 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
     if let Some(path) = &args.auth_token_file {
         state = state.with_auth(TokenFile::load(path)?);
     }
+    if let Some(path) = &args.metrics_token_file {
+        state = state.with_metrics_auth(TokenFile::load(path)?);
+    }
     let tls = match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => Some(ReloadingCert::load(cert, key)?.server_config()?),
         _ => None,
@@ -123,6 +126,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         workers,
         tls = tls.is_some(),
         bearer_token = args.auth_token_file.is_some(),
+        metrics_token = args.metrics_token_file.is_some(),
         max_concurrent_requests = limits.max_concurrent,
         scripts_image = %args.scripts_image,
         ?allowed_images,

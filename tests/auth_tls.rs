@@ -57,6 +57,37 @@ async fn hooks_and_metrics_need_the_token_probes_do_not() {
     assert!(text.contains(r#"outcome="unauthorized""#), "{text}");
 }
 
+/// With `--metrics-token-file` the scraper's token reads `/metrics` and calls no
+/// hook, and the hook calls' token no longer reads `/metrics` (security review F8:
+/// Prometheus held the token that asks the hook for any cluster's children).
+#[actix_rt::test]
+async fn metrics_have_a_token_of_their_own_that_no_hook_accepts() {
+    let dir = scratch("auth-metrics");
+    fs::write(dir.join("token"), "call-tok\n").unwrap_or_else(|e| panic!("{e}"));
+    fs::write(dir.join("metrics"), "scrape-tok\n").unwrap_or_else(|e| panic!("{e}"));
+    let load = |name: &str| TokenFile::load(dir.join(name)).unwrap_or_else(|e| panic!("{e}"));
+    let state = web::Data::new(common::fixture_state().with_auth(load("token")).with_metrics_auth(load("metrics")));
+    let app = atest::init_service(App::new().configure(configure(state))).await;
+    let body = fixture("test-fixtures/sync/running/request.json");
+    for uri in ["/sync", "/finalize", "/customize", "/backup/sync", "/backup/customize"] {
+        let req = atest::TestRequest::post()
+            .uri(uri)
+            .insert_header(("content-type", "application/json"))
+            .insert_header(("authorization", "Bearer scrape-tok"))
+            .set_payload(body.clone());
+        let resp = atest::call_service(&app, req.to_request()).await;
+        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{uri} must refuse the metrics token");
+    }
+    let metrics = |auth: &'static str| atest::TestRequest::get().uri("/metrics").insert_header(("authorization", auth));
+    let resp = atest::call_service(&app, metrics("Bearer call-tok").to_request()).await;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "/metrics must refuse the hook calls' token");
+    let resp = atest::call_service(&app, metrics("Bearer scrape-tok").to_request()).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let text = String::from_utf8_lossy(&atest::read_body(resp).await).into_owned();
+    assert!(text.contains(r#"hook="sync",outcome="unauthorized""#), "{text}");
+    assert!(text.contains(r#"hook="metrics",outcome="unauthorized""#), "{text}");
+}
+
 #[test]
 fn serves_https_and_picks_up_a_renewed_certificate() {
     let dir = scratch("tls");
