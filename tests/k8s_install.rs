@@ -1,9 +1,9 @@
 //! The install path end to end, as a user runs it (issue 17.7): Metacontroller in
 //! the cluster from its production manifests, then exactly the README's install
-//! commands (`kubectl apply -k metacontroller/`, and in a second run the
-//! `metacontroller-secure/` block with its Secrets), the example `MySQL` Running on
-//! real MariaDB pods, and an application pod connected through `-primary` and
-//! `-replicas` with the generated application users.
+//! commands (the token and TLS Secrets, `kubectl apply -k metacontroller/`, which
+//! serves HTTPS only), the example `MySQL` Running on real MariaDB pods, an
+//! application pod connected through `-primary` and `-replicas` with the generated
+//! application users, and the volumes grown.
 //!
 //! Runs `python3 tests/k8s/install.py`: a real node (kubelet, containerd, CoreDNS,
 //! kube-proxy) as for the real-server loop, the hook's image built from the

@@ -138,7 +138,7 @@ fn relative(from: &Path, dir: &Path) -> String {
 }
 
 /// One setting names the image: a user's `images:` override, in their own overlay
-/// over `metacontroller/` or `metacontroller-secure/`, or set in `metacontroller/`
+/// over `metacontroller/` or `metacontroller-monitored/`, or set in `metacontroller/`
 /// itself with `kustomize edit set image`, reaches both the Deployment's `image:`
 /// and `MYSQL_HOOK_SCRIPTS_IMAGE` (kustomizeconfig.yaml), rendered by real kustomize.
 #[test]
@@ -164,7 +164,7 @@ fn an_images_override_moves_the_hook_image_and_the_scripts_image_together() {
             "mirror.local:5000/mysql-hook@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         ),
         (
-            "metacontroller-secure",
+            "metacontroller-monitored",
             "newName: registry.example.com/team/mysql-hook\n    newTag: 1.2.3",
             "registry.example.com/team/mysql-hook:1.2.3",
         ),

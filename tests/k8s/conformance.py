@@ -25,7 +25,7 @@ c. for every golden response in test-fixtures/<hook>/<scenario>/response.json
      back exactly as sent (observedGeneration aside): nothing pruned, defaulted or
      normalised, because Metacontroller compares the stored status with the hook's
      answer on every sync;
-d. every install overlay (metacontroller/ and metacontroller-secure/) as a user
+d. every install overlay (metacontroller/, which serves HTTPS only) as a user
    applies it: rendered with kustomize (built from the Go module proxy, pinned in
    versions.env), Metacontroller's CRDs and the overlay's CRDs and Namespace applied
    for real, then every other object accepted by a server-side dry-run (strict field
@@ -37,7 +37,12 @@ d. every install overlay (metacontroller/ and metacontroller-secure/) as a user
    full loop finds them: METACONTROLLER_CRDS (a file or a directory), else
    manifests/metacontroller-crds-v1.yaml of the Metacontroller source tree at
    $MYSQL_HOOK_METACONTROLLER_SRC, ../shared/metacontroller or
-   /work/shared/metacontroller; without them this section fails.
+   /work/shared/metacontroller; without them this section fails. Then
+   metacontroller/tls-cert-manager/ against cert-manager's own CRDs (its Go module,
+   CERT_MANAGER_VERSION in versions.env): every Issuer and Certificate accepted by
+   a strict dry-run, and wired to the install: a Certificate writes the Secret the
+   hook's certificate comes from, for the host of every hook URL, issued by a CA
+   Issuer in the same namespace whose CA is a Certificate with isCA.
 e. volume growth (grow_claims.py): the real `mysql-hook grow-claims` binary, with a
    token of the ServiceAccount the hook emits bound to the Role it emits, raises a
    claim of an expandable StorageClass, is refused by the API server for a class
@@ -71,7 +76,8 @@ from typing import Any
 sys.dont_write_bytecode = True  # no __pycache__ in the work tree
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (  # noqa: E402
-    BUILD_SCRIPT, REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_yaml_docs, strip_server_fields,
+    BUILD_SCRIPT, REPO, ApiError, Cluster, HarnessError, iter_yaml_files, load_versions, load_yaml_docs,
+    module_files, strip_server_fields,
 )
 from grow_claims import check_grow  # noqa: E402
 from schedules import check_schedules  # noqa: E402
@@ -564,7 +570,10 @@ def check_parent_status(k8s: Cluster, fixture: str, parent: dict, status: Any, r
 
 # ---------------------------------------------------------------------- overlays
 
-OVERLAYS = ("metacontroller", "metacontroller-secure")
+OVERLAYS = ("metacontroller",)
+# The hook's serving certificate from cert-manager, applied before an overlay.
+CERT_MANAGER_DIR = "metacontroller/tls-cert-manager"
+CERT_MANAGER_CRDS = ["cert-manager.io_issuers.yaml", "cert-manager.io_certificates.yaml"]
 HOOK_NAMESPACE = "mysql-hook"
 MC_CRDS_IN_TREE = Path("manifests") / "metacontroller-crds-v1.yaml"
 
@@ -626,7 +635,7 @@ def _secret_of_file(pod: dict, container: dict, path: str | None) -> tuple[str, 
     return None
 
 
-def wiring_problems(docs: list[dict], secure: bool) -> list[tuple[str, list[str]]]:
+def wiring_problems(docs: list[dict]) -> list[tuple[str, list[str]]]:
     """For each CompositeController hook: why Metacontroller's call would not reach the
     hook as configured (empty list: it would)."""
     from urllib.parse import urlsplit
@@ -658,8 +667,8 @@ def wiring_problems(docs: list[dict], secure: bool) -> list[tuple[str, list[str]
             host, port = u.hostname or "", u.port or (443 if u.scheme == "https" else 80)
             if host != f"mysql-hook.{ns}.svc":
                 problems.append(f"{url}: the host is not the hook's Service mysql-hook.{ns}.svc")
-            if secure and u.scheme != "https":
-                problems.append(f"{url}: not HTTPS, though this overlay serves HTTPS only")
+            if u.scheme != "https":
+                problems.append(f"{url}: not HTTPS (every sync carries the database passwords)")
             if (u.scheme == "https") != tls:
                 problems.append(f"{url}: {u.scheme}, but the hook serves {'HTTPS' if tls else 'plain HTTP'}")
             sport = next((p for p in svc["spec"].get("ports") or [] if p.get("port") == port), None)
@@ -735,7 +744,7 @@ def check_overlays(k8s: Cluster, rep: Report) -> None:
             rep.fail(f"overlays: {overlay}/", str(e))
             continue
         rep.ok(f"overlays: {overlay}/ rendered by kustomize: {len(docs)} objects")
-        for what, problems in wiring_problems(docs, secure=overlay.endswith("-secure")):
+        for what, problems in wiring_problems(docs):
             if problems:
                 rep.fail(f"overlays: {overlay}/: {what}", "; ".join(problems))
             else:
@@ -777,6 +786,84 @@ def check_overlays(k8s: Cluster, rep: Report) -> None:
                 rep.ok(f"{what} accepted ({how})")
             except (ApiError, HarnessError) as e:
                 rep.fail(what, server_message(e))
+        check_cert_manager(k8s, rep, kustomize, docs)
+
+
+def cert_manager_problems(certs: list[dict], install: list[dict]) -> list[str]:
+    """Why the Secret cert-manager would write is not the one the install uses (empty
+    list: it is)."""
+    from urllib.parse import urlsplit
+    dep = _find(install, "Deployment", "mysql-hook") or {}
+    pod = ((dep.get("spec") or {}).get("template") or {}).get("spec") or {}
+    container = next((c for c in pod.get("containers", []) if c.get("name") == "mysql-hook"), {})
+    cert_from = _secret_of_file(pod, container, _env(container, "MYSQL_HOOK_TLS_CERT_FILE"))
+    if cert_from is None:
+        return ["the install's hook reads no certificate from a Secret"]
+    ns = (dep.get("metadata") or {}).get("namespace")
+    hosts = sorted({urlsplit(((h or {}).get("webhook") or {}).get("url", "")).hostname or ""
+                    for cc in install if cc.get("kind") == "CompositeController"
+                    for h in ((cc.get("spec") or {}).get("hooks") or {}).values()})
+    problems = []
+    serving = [c for c in certs if c.get("kind") == "Certificate"
+               and (c.get("spec") or {}).get("secretName") == cert_from[0]]
+    if len(serving) != 1:
+        return [f"no single Certificate writes the Secret {cert_from[0]} the hook's certificate comes from"]
+    cert = serving[0]
+    if cert["metadata"].get("namespace") != ns:
+        problems.append(f"Certificate {cert['metadata']['name']} is in {cert['metadata'].get('namespace')}, "
+                        f"the hook in {ns}")
+    missing = [h for h in hosts if h not in (cert["spec"].get("dnsNames") or [])]
+    if missing:
+        problems.append(f"Certificate {cert['metadata']['name']} does not name the hook URLs' hosts {missing}")
+    ref = cert["spec"].get("issuerRef") or {}
+    issuer = next((i for i in certs if i.get("kind") == ref.get("kind", "Issuer")
+                   and i["metadata"]["name"] == ref.get("name") and i["metadata"].get("namespace") == ns), None)
+    ca_secret = (((issuer or {}).get("spec") or {}).get("ca") or {}).get("secretName")
+    if not ca_secret:
+        problems.append(f"Certificate {cert['metadata']['name']} is not issued by a CA Issuer of {ns} "
+                        "(cert-manager writes ca.crt, which the caBundle reads, only for a CA Issuer)")
+    elif not any(c.get("kind") == "Certificate" and (c.get("spec") or {}).get("secretName") == ca_secret
+                 and (c.get("spec") or {}).get("isCA") for c in certs):
+        problems.append(f"the CA Issuer's Secret {ca_secret} is written by no Certificate with isCA")
+    return problems
+
+
+def check_cert_manager(k8s: Cluster, rep: Report, kustomize: Path, install: list[dict]) -> None:
+    version = load_versions().get("CERT_MANAGER_VERSION", "")
+    try:
+        crds = module_files("github.com/cert-manager/cert-manager", version, "deploy/crds", CERT_MANAGER_CRDS)
+    except HarnessError as e:
+        rep.fail(f"overlays: cert-manager {version} CRDs", str(e))
+        return
+    for path in crds:
+        for doc in load_yaml_docs(path):
+            what = f"overlays: cert-manager {version} CRD {doc['metadata']['name']}"
+            try:
+                k8s.apply(doc)
+                k8s.wait_for_crd_established(doc["metadata"]["name"])
+                k8s.wait_for_kind(f"{doc['spec']['group']}/v1", doc["spec"]["names"]["kind"])
+                rep.ok(f"{what} applied and Established")
+            except (ApiError, HarnessError) as e:
+                rep.fail(what, server_message(e))
+    try:
+        docs = render(kustomize, CERT_MANAGER_DIR)
+    except HarnessError as e:
+        rep.fail(f"overlays: {CERT_MANAGER_DIR}/", str(e))
+        return
+    for doc in docs:
+        what = f"overlays: {CERT_MANAGER_DIR}/: {obj_name(doc)}"
+        try:
+            k8s.create(doc, dry_run=True)
+            rep.warnings(what, k8s.last_warnings)
+            rep.ok(f"{what} accepted (dry-run create, cert-manager {version}'s schema)")
+        except (ApiError, HarnessError) as e:
+            rep.fail(what, server_message(e))
+    problems = cert_manager_problems(docs, install)
+    if problems:
+        rep.fail(f"overlays: {CERT_MANAGER_DIR}/: wiring", "; ".join(problems))
+    else:
+        rep.ok(f"overlays: {CERT_MANAGER_DIR}/ writes the Secret the hook serves from and the CompositeControllers "
+               "trust, for the hook URLs' host, signed by its own CA")
 
 
 # ------------------------------------------------------------------------- main

@@ -107,6 +107,34 @@ def load_versions() -> dict[str, str]:
     return out
 
 
+def module_files(module: str, version: str, subdir: str, files: list[str]) -> list[Path]:
+    """`files` of `subdir` in the Go module `module@version`, fetched once from the Go
+    module proxy (`go mod download`, into a throwaway module cache) and kept under
+    $MYSQL_HOOK_CACHE (default ~/.cache/mysql-hook), outside the repository. Used for
+    the CRDs of operators whose objects we ship but cannot run (cert-manager, the
+    Prometheus Operator): the API server judges our objects by their schemas."""
+    cache = Path(os.environ.get("MYSQL_HOOK_CACHE", Path.home() / ".cache" / "mysql-hook")) / \
+        f"{module.rsplit('/', 1)[-1]}-{version}"
+    if all((cache / f).exists() for f in files):
+        return [cache / f for f in files]
+    if not shutil.which("go"):
+        raise HarnessError(f"the Go toolchain is needed to fetch {module}@{version} from the Go module proxy")
+    modcache = Path(tempfile.mkdtemp(prefix="mysql-hook-gomod-"))
+    try:
+        env = dict(os.environ, GOMODCACHE=str(modcache), GOFLAGS="-modcacherw", GOTOOLCHAIN="local", GOWORK="off")
+        out = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
+                             env=env, capture_output=True, text=True, timeout=600, cwd=modcache)
+        if out.returncode != 0:
+            raise HarnessError(f"go mod download {module}@{version} failed:\n{out.stdout}{out.stderr}")
+        src = Path(json.loads(out.stdout)["Dir"]) / subdir
+        cache.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy(src / f, cache / f)
+    finally:
+        shutil.rmtree(modcache, ignore_errors=True)
+    return [cache / f for f in files]
+
+
 def ensure_binaries(full: bool = False) -> Path:
     """Runs build-components.sh (a no-op when the cache is current); returns the bin dir."""
     override = os.environ.get("MYSQL_HOOK_K8S_BIN_DIR")

@@ -11,12 +11,12 @@ release:
    (``tests/k8s/install/metacontroller.yaml``, its CRDs from
    ``../shared/metacontroller``), in the image built from that source tree.
 2. The README's install block runs as written, one bash script in a directory
-   holding copies of ``metacontroller/`` and ``metacontroller-secure/`` (a user's
-   checkout): with ``--overlay secure``, its ``kubectl apply -k metacontroller/``
-   line is replaced by the README's "Securing the hook" block (a CA and a serving
-   certificate made with openssl, the Secrets, ``kubectl apply -k
-   metacontroller-secure/``). The hook runs from the image that ``tests/image/build.sh``
-   builds from the Dockerfile.
+   holding a copy of ``metacontroller/`` (a user's checkout): the namespace, the
+   token, a CA and a serving certificate made with openssl, the two Secrets and
+   ``kubectl apply -k metacontroller/``, which serves HTTPS only. The hook runs from
+   the image that ``tests/image/build.sh`` builds from the Dockerfile. That the
+   ``MySQL`` comes up at all proves Metacontroller reached the hook over HTTPS,
+   verified against the Secret's CA: the install has no plain HTTP port.
 3. The example ``metacontroller/examples/mysql.yaml`` is applied with one change:
    ``flavor: mariadb`` and the MariaDB version of the local image, since no MySQL 8
    server can run here (the copy is changed, the command is the README's).
@@ -26,7 +26,7 @@ release:
    Secrets only: it writes as ``app``, reads the row back as ``app_ro``, and
    ``app_ro``'s write is refused.
 
-    python3 tests/k8s/install.py [--overlay plain|secure|both]
+    python3 tests/k8s/install.py
 
 Prints "install: passed" or "install: FAILED ..." (with the pods, events and logs
 that say why). Skips like the real-server loop when a real node cannot run here,
@@ -59,8 +59,8 @@ from harness import REPO, Cluster, HarnessError, load_versions  # noqa: E402
 T0 = time.monotonic()
 INSTALL = HERE / "install"
 README = REPO / "README.md"
-# The line of the README's install block that the secure overlay's block replaces.
-PLAIN_APPLY = "kubectl apply -k metacontroller/"
+# The line of the README's install block that installs the hook.
+APPLY = "kubectl apply -k metacontroller/"
 
 
 def say(msg: str) -> None:
@@ -81,18 +81,11 @@ def readme_block(heading: str) -> str:
     return "\n".join(lines[begin + 1:end]) + "\n"
 
 
-def user_script(overlay: str) -> str:
-    """What the README tells a user to run, for the plain or the secure install."""
+def user_script() -> str:
+    """What the README tells a user to run."""
     script = readme_block("## Install into a cluster")
-    if PLAIN_APPLY not in script.splitlines():
-        raise HarnessError(f"the README's install block has no line {PLAIN_APPLY!r}")
-    if overlay == "secure":
-        secure = readme_block("### Securing the hook (bearer token and HTTPS)")
-        # The secure block creates the namespace and the token itself: it replaces
-        # the install block up to and including its apply line.
-        lines = script.splitlines()
-        rest = lines[lines.index(PLAIN_APPLY) + 1:]
-        script = secure + "\n".join(rest) + "\n"
+    if APPLY not in script.splitlines():
+        raise HarnessError(f"the README's install block has no line {APPLY!r}")
     return script
 
 
@@ -138,8 +131,8 @@ class Install:
                   lambda: self.all_ready("metacontroller", "app.kubernetes.io/name=metacontroller", 1), 180)
         say("Metacontroller runs in the cluster (namespace metacontroller)")
 
-    def readme(self, overlay: str) -> None:
-        self.sh(user_script(overlay), f"the README's install commands ({overlay})")
+    def readme(self) -> None:
+        self.sh(user_script(), "the README's install commands")
         self.wait("the hook's Deployment to be Ready (2 pods)",
                   lambda: self.all_ready("mysql-hook", "app.kubernetes.io/name=mysql-hook", 2), 180)
         say("the hook's Deployment is Ready")
@@ -261,7 +254,7 @@ def example(work: Path, version: str) -> None:
     say(f"metacontroller/examples/mysql.yaml (the copy): flavor mariadb, version {version}")
 
 
-def run(overlay: str, bin_dir: Path, node_images: list, mariadb_ref: str, mc: components.Metacontroller) -> None:
+def run(bin_dir: Path, node_images: list, mariadb_ref: str, mc: components.Metacontroller) -> None:
     version = mariadb_ref.rsplit(":", 1)[1]
     # --bind-address=0.0.0.0: pods reach the API server through the `kubernetes`
     # Service, whose endpoint is the bridge's address (realnode.RealNode._kube_proxy).
@@ -281,19 +274,17 @@ def run(overlay: str, bin_dir: Path, node_images: list, mariadb_ref: str, mc: co
                        "allowVolumeExpansion": True})
             work = Path(tempfile.mkdtemp(prefix="mysql-hook-install-"))
             try:
-                for d in ("metacontroller", "metacontroller-secure"):
-                    shutil.copytree(REPO / d, work / d)
+                shutil.copytree(REPO / "metacontroller", work / "metacontroller")
                 example(work, version)
                 inst = Install(k8s, node, bin_dir, mariadb_ref, work)
                 try:
                     inst.metacontroller(mc.crds)
-                    inst.readme(overlay)
+                    inst.readme()
                     db = inst.running()
                     say(f"MySQL db is Running: primary {db['status']['primary']}, "
                         f"{db['status']['readyReplicas']} servers ready")
                     inst.app()
-                    if overlay == "plain":
-                        inst.grow()
+                    inst.grow()
                 except BaseException:
                     inst.diagnose()
                     raise
@@ -316,8 +307,7 @@ def hook_image_from_dockerfile() -> images.Image:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--overlay", choices=("plain", "secure", "both"), default="both")
-    args = ap.parse_args()
+    ap.parse_args()
     missing = realnode.missing_prerequisites()
     reason = ("a real node needs " + "; ".join(missing)) if missing else components.metacontroller_skip_reason()
     if reason:
@@ -341,12 +331,7 @@ def main() -> int:
         hook_img = hook_image_from_dockerfile()
         say(f"images ready ({time.monotonic() - t:.0f}s): {mariadb.ref}, {mc_img.ref}, {hook_img.ref} "
             f"(the Dockerfile's), {pause.ref}")
-        overlays = ("plain", "secure") if args.overlay == "both" else (args.overlay,)
-        for overlay in overlays:
-            t = time.monotonic()
-            say(f"--- install with {'metacontroller/' if overlay == 'plain' else 'metacontroller-secure/'}")
-            run(overlay, bin_dir, [pause, mariadb, mc_img, hook_img], mariadb.ref, mc)
-            say(f"--- {overlay}: passed in {time.monotonic() - t:.0f}s")
+        run(bin_dir, [pause, mariadb, mc_img, hook_img], mariadb.ref, mc)
     except (HarnessError, images.ImageError, subprocess.TimeoutExpired) as e:
         print(f"install: FAILED: {e}", flush=True)
         return 1
@@ -357,7 +342,7 @@ def main() -> int:
     finally:
         if hook_img is not None:
             hook_img.tar.unlink(missing_ok=True)
-    print(f"install: passed ({', '.join(overlays)}) in {time.monotonic() - T0:.0f}s", flush=True)
+    print(f"install: passed in {time.monotonic() - T0:.0f}s", flush=True)
     return 0
 
 

@@ -19,12 +19,9 @@ Prints PASS/FAIL lines and `manifests: N passed, M failed`.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -32,7 +29,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tests" / "k8s"))
-from harness import ApiError, Cluster  # noqa: E402
+from harness import ApiError, Cluster, HarnessError, module_files  # noqa: E402
 
 COMPONENTS = REPO / "metacontroller" / "components"
 CRD_FILES = ["monitoring.coreos.com_podmonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"]
@@ -56,29 +53,11 @@ def versions() -> dict[str, str]:
 
 def operator_crds() -> list[Path]:
     """The operator's CRDs of the pinned release, cached outside the repository."""
-    version = versions()["PROMETHEUS_OPERATOR_VERSION"]
-    cache = Path(os.environ.get("MYSQL_HOOK_CACHE", Path.home() / ".cache" / "mysql-hook")) / \
-        f"prometheus-operator-{version}"
-    if all((cache / f).exists() for f in CRD_FILES):
-        return [cache / f for f in CRD_FILES]
-    if not shutil.which("go"):
-        raise SystemExit("manifests: the Go toolchain is needed to fetch the prometheus-operator CRDs "
-                         "from the Go module proxy")
-    modcache = Path(tempfile.mkdtemp(prefix="mysql-hook-gomod-"))
     try:
-        env = dict(os.environ, GOMODCACHE=str(modcache), GOFLAGS="-modcacherw", GOTOOLCHAIN="local", GOWORK="off")
-        out = subprocess.run(["go", "mod", "download", "-json",
-                              f"github.com/prometheus-operator/prometheus-operator@{version}"],
-                             env=env, capture_output=True, text=True, timeout=600, cwd=modcache)
-        if out.returncode != 0:
-            raise SystemExit(f"manifests: go mod download failed:\n{out.stdout}{out.stderr}")
-        src = Path(json.loads(out.stdout)["Dir"]) / "example" / "prometheus-operator-crd"
-        cache.mkdir(parents=True, exist_ok=True)
-        for f in CRD_FILES:
-            shutil.copy(src / f, cache / f)
-    finally:
-        shutil.rmtree(modcache, ignore_errors=True)
-    return [cache / f for f in CRD_FILES]
+        return module_files("github.com/prometheus-operator/prometheus-operator",
+                            versions()["PROMETHEUS_OPERATOR_VERSION"], "example/prometheus-operator-crd", CRD_FILES)
+    except HarnessError as e:
+        raise SystemExit(f"manifests: {e}") from None
 
 
 def rendered_components() -> list[dict]:
@@ -97,6 +76,50 @@ def rendered_components() -> list[dict]:
                                       "labels": opts.get("labels", {})},
                          "data": {Path(f).name: (comp / f).read_text() for f in gen.get("files", [])}})
     return objs
+
+
+def _secret_of(pod: dict, container: dict, env: str) -> str | None:
+    """The Secret the file that the container's `env` names comes from."""
+    path = next((e.get("value") for e in container.get("env") or [] if e.get("name") == env), None)
+    for m in container.get("volumeMounts") or []:
+        if path and path.startswith(m.get("mountPath", "").rstrip("/") + "/"):
+            vol = next((v for v in pod.get("volumes") or [] if v.get("name") == m.get("name")), {})
+            return (vol.get("secret") or {}).get("secretName")
+    return None
+
+
+def scrape_problems(docs: list[dict]) -> list[str]:
+    """Why the hook's PodMonitor would not scrape the hook as it serves, or would hold
+    the hook calls' token (empty list: it scrapes with a credential of its own)."""
+    find = lambda kind, name: next((d for d in docs if d.get("kind") == kind  # noqa: E731
+                                    and d["metadata"]["name"] == name), None)
+    dep, pm = find("Deployment", "mysql-hook"), find("PodMonitor", "mysql-hook")
+    if dep is None or pm is None:
+        return ["no Deployment or PodMonitor named mysql-hook"]
+    pod = dep["spec"]["template"]["spec"]
+    c = next(c for c in pod["containers"] if c["name"] == "mysql-hook")
+    calls, metrics = _secret_of(pod, c, "MYSQL_HOOK_AUTH_TOKEN_FILE"), _secret_of(pod, c, "MYSQL_HOOK_METRICS_TOKEN_FILE")
+    cert = _secret_of(pod, c, "MYSQL_HOOK_TLS_CERT_FILE")
+    problems = []
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        sent = ((ep.get("authorization") or {}).get("credentials") or {}).get("name")
+        if metrics is None:
+            problems.append("the hook reads no metrics token (MYSQL_HOOK_METRICS_TOKEN_FILE from a Secret): "
+                            "/metrics takes the hook calls' token")
+        elif sent != metrics:
+            problems.append(f"the PodMonitor sends the token of Secret {sent}, the hook expects {metrics} on /metrics")
+        if sent == calls:
+            problems.append(f"the PodMonitor holds the hook calls' token (Secret {calls}), which calls every hook")
+        port = next((p for p in c.get("ports") or [] if p.get("name") == ep.get("port")), None)
+        if port is None:
+            problems.append(f"the PodMonitor scrapes port {ep.get('port')!r}, which the hook's container does not name")
+        if (ep.get("scheme") == "https") != bool(cert):
+            problems.append(f"the PodMonitor scrapes with {ep.get('scheme', 'http')}, the hook serves "
+                            f"{'HTTPS' if cert else 'HTTP'}")
+        ca = (((ep.get("tlsConfig") or {}).get("ca") or {}).get("secret") or {}).get("name")
+        if cert and ca != cert:
+            problems.append(f"the PodMonitor trusts the CA of Secret {ca}, the hook's certificate comes from {cert}")
+    return problems
 
 
 def main() -> int:
@@ -126,6 +149,9 @@ def main() -> int:
                            - set(map(key, filter(None, yaml.safe_load_all(base.stdout)))))
             check(added == sorted(map(key, objs)), "kubectl kustomize metacontroller-monitored/ adds exactly the "
                   "components' objects to metacontroller/", f"{added}\nvs\n{sorted(map(key, objs))}")
+            problems = scrape_problems([d for d in yaml.safe_load_all(out.stdout) if d])
+            check(not problems, "metacontroller-monitored/: Prometheus scrapes the hook over HTTPS with the CA "
+                  "of the hook's certificate and a token of its own, not the hook calls' one", "\n".join(problems))
         else:
             check(False, "kubectl kustomize renders metacontroller-monitored/", out.stderr + base.stderr)
     else:
