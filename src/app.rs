@@ -87,6 +87,8 @@ pub struct State {
     pub scripts_image: String,
     /// [`Context::allowed_images`].
     pub allowed_images: Vec<String>,
+    /// [`Context::placement_policy`].
+    pub placement_policy: hooks::placement::Policy,
     pub clock: Clock,
     pub max_body_bytes: usize,
     pub limits: Limits,
@@ -113,6 +115,7 @@ impl State {
             entropy,
             scripts_image: crate::DEFAULT_SCRIPTS_IMAGE.to_owned(),
             allowed_images: Vec::new(),
+            placement_policy: hooks::placement::Policy::default(),
             clock,
             max_body_bytes,
             limits,
@@ -142,6 +145,13 @@ impl State {
     #[must_use]
     pub fn with_cluster_metrics_ttl(mut self, ttl: Duration) -> Self {
         self.metrics = Metrics::new(self.clock.clone(), ttl);
+        self
+    }
+
+    /// [`Context::placement_policy`]: what `spec.pod` and `spec.services` may set.
+    #[must_use]
+    pub fn with_placement_policy(mut self, policy: hooks::placement::Policy) -> Self {
+        self.placement_policy = policy;
         self
     }
 
@@ -375,6 +385,7 @@ async fn handle(req: &HttpRequest, payload: web::Payload, state: web::Data<State
                 entropy,
                 scripts_image: state.scripts_image.clone(),
                 allowed_images: state.allowed_images.clone(),
+                placement_policy: state.placement_policy.clone(),
             };
             let work = web::block(move || {
                 let _permit = permit;

@@ -75,6 +75,39 @@ pub struct ServeArgs {
     #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_IMAGES", value_delimiter = ',')]
     pub allowed_images: Vec<String>,
 
+    /// Pod label keys a `MySQL`'s `spec.pod.labels` may set, comma separated: a key,
+    /// or a prefix ending in `*` (`example.com/*`). Unset: any (a label can make the
+    /// servers endpoints of another Service whose selector it matches); empty: none.
+    /// What the list does not name is left out and reported (`PodSettingsNotAllowed`).
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_POD_LABEL_KEYS")]
+    pub allowed_pod_label_keys: Option<String>,
+
+    /// Pod annotation keys `spec.pod.annotations` may set (as above). Unset: any but
+    /// the security-profile ones, which are always refused.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_POD_ANNOTATION_KEYS")]
+    pub allowed_pod_annotation_keys: Option<String>,
+
+    /// Priority classes `spec.pod.priorityClassName` may name (as above). Unset: any
+    /// but `system-*`, which are always refused.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_PRIORITY_CLASSES")]
+    pub allowed_priority_classes: Option<String>,
+
+    /// Taint keys `spec.pod.tolerations` may tolerate (as above). Unset: any but the
+    /// control-plane taints and keyless tolerations, which are always refused.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_TOLERATION_KEYS")]
+    pub allowed_toleration_keys: Option<String>,
+
+    /// Service types `spec.services.*.type` may name besides `ClusterIP`, comma
+    /// separated (`NodePort`, `LoadBalancer`). Unset: both; a refused type is served
+    /// as `ClusterIP`.
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_SERVICE_TYPES")]
+    pub allowed_service_types: Option<String>,
+
+    /// Annotation keys `spec.services.*.annotations` may set (as for pod labels), e.g.
+    /// `service.beta.kubernetes.io/*`. Unset: any (an `external-dns` hostname too).
+    #[arg(long, global = true, env = "MYSQL_HOOK_ALLOWED_SERVICE_ANNOTATION_KEYS")]
+    pub allowed_service_annotation_keys: Option<String>,
+
     /// Worker threads; defaults to the number of CPUs.
     #[arg(long, global = true, env = "MYSQL_HOOK_WORKERS")]
     pub workers: Option<usize>,
@@ -152,6 +185,34 @@ pub struct ServeArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+impl ServeArgs {
+    /// The installer's [`Policy`](hooks::placement::Policy) for `spec.pod` and
+    /// `spec.services`, from the `--allowed-*` settings.
+    ///
+    /// # Errors
+    /// A list entry that is not a key, a prefix ending in `*`, or a Service type,
+    /// naming the setting: the hook then refuses to start.
+    pub fn placement_policy(&self) -> Result<hooks::placement::Policy, String> {
+        use hooks::placement::{KeyPatterns, Policy};
+        let keys = |flag: &str, v: &Option<String>| {
+            v.as_deref().map(KeyPatterns::parse).transpose().map_err(|e| format!("--{flag}: {e}"))
+        };
+        Ok(Policy {
+            pod_label_keys: keys("allowed-pod-label-keys", &self.allowed_pod_label_keys)?,
+            pod_annotation_keys: keys("allowed-pod-annotation-keys", &self.allowed_pod_annotation_keys)?,
+            priority_classes: keys("allowed-priority-classes", &self.allowed_priority_classes)?,
+            toleration_keys: keys("allowed-toleration-keys", &self.allowed_toleration_keys)?,
+            service_types: self
+                .allowed_service_types
+                .as_deref()
+                .map(Policy::parse_service_types)
+                .transpose()
+                .map_err(|e| format!("--allowed-service-types: {e}"))?,
+            service_annotation_keys: keys("allowed-service-annotation-keys", &self.allowed_service_annotation_keys)?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -108,6 +108,7 @@ fn serve(args: &ServeArgs) -> Result<(), String> {
         State::with_limits(Arc::new(app::system_entropy), Arc::new(hooks::Timestamp::now), args.max_body_bytes, limits)
             .with_scripts_image(args.scripts_image.clone())
             .with_allowed_images(allowed_images.clone())
+            .with_placement_policy(args.placement_policy()?)
             .with_cluster_metrics_ttl(Duration::from_secs(args.cluster_metrics_ttl_seconds));
     if let Some(path) = &args.auth_token_file {
         state = state.with_auth(TokenFile::load(path)?);

@@ -179,6 +179,7 @@ fn run(args: &PlanArgs, hook: &crate::cli::ServeArgs) -> Result<Plan, String> {
             entropy,
             scripts_image: hook.scripts_image.clone(),
             allowed_images: hook.allowed_images.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+            placement_policy: hook.placement_policy()?,
         },
     };
     plan(&inputs)

@@ -918,6 +918,18 @@ def main():
         "annotations": {"container.apparmor.security.beta.kubernetes.io/exporter": "unconfined",
                         "cost-center": "42"},
     }), live, related(*pods([True, True, True]))))
+    # Issue 30.6: what the installer's lists (tests/common placement_policy) do not
+    # name is left out and reported; what they name passes.
+    write("sync", "pod-settings-not-allowed", request(parent(status=st, pod={
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"},
+                        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "priorityClassName": "batch-high",
+        "labels": {"team": "payments", "app": "web"},
+        "annotations": {"cost-center": "42", "sidecar.istio.io/inject": "true"},
+    }, services={"primary": {"type": "LoadBalancer",
+                             "annotations": {"service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+                                             "external-dns.alpha.kubernetes.io/hostname": "db.example.com"}}}),
+        live, related(*pods([True, True, True]))))
     monitoring_scenarios(st, live)
     operator_scenarios(st, live)
     tls_scenarios(st, live)

@@ -398,3 +398,23 @@ fn user_settings_cannot_weaken_the_pod() {
     assert!(templates > 100, "only {templates} pod templates in the golden answers");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The installer's lists (`--allowed-pod-label-keys` and the rest, issue 30.6) are
+/// parsed when the hook starts: a malformed one stops it with the setting named,
+/// rather than serving with a list that means something else.
+#[test]
+fn a_malformed_installer_list_stops_the_hook() {
+    for (flag, value) in [
+        ("--allowed-pod-label-keys", "*.example.com/team"),
+        ("--allowed-toleration-keys", "dedicated node"),
+        ("--allowed-service-types", "ExternalName"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mysql-hook"))
+            .args(["serve", "--listen", "127.0.0.1:0", flag, value])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value:?} was accepted: {stderr}");
+        assert!(stderr.contains(flag), "the refusal names {flag}: {stderr}");
+    }
+}

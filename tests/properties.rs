@@ -73,6 +73,7 @@ fn check(hook: &str, request: &Value) -> Result<(), TestCaseError> {
         entropy: common::entropy(),
         scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(),
         allowed_images: common::allowed_images(),
+        placement_policy: common::placement_policy(),
     };
     let answer = mysql_hook::app::answer_hook(hook, &body, &ctx);
     let text = String::from_utf8_lossy(&answer.body).into_owned();

@@ -12,7 +12,7 @@ use actix_web::http::StatusCode;
 use hooks::Context;
 
 pub fn check(hook: &str, body: &[u8]) {
-    let ctx = Context { now: common::now(), entropy: common::entropy(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(), allowed_images: common::allowed_images() };
+    let ctx = Context { now: common::now(), entropy: common::entropy(), scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(), allowed_images: common::allowed_images(), placement_policy: common::placement_policy() };
     let answer = mysql_hook::app::answer_hook(hook, body, &ctx);
     match answer.status {
         StatusCode::OK => {}

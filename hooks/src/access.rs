@@ -155,7 +155,9 @@ fn allowed_list(allowed: &[String]) -> String {
 /// Resolves the cluster as [`Cluster::resolve`] does, then holds `spec.image` to the
 /// installer's allow-list: a refused image is replaced by the running one when that
 /// is allowed and runs the same version (no rollout), else by the default image, and
-/// reported.
+/// reported. The pod and Service settings are held to the installer's
+/// [`Policy`](crate::placement::Policy) the same way (what it does not name is left
+/// out and reported).
 #[must_use]
 pub fn resolve(
     parent: &MySQL,
@@ -211,6 +213,16 @@ pub fn resolve(
             ),
         });
         exporter.image = fallback;
+    }
+    let refused = ctx.placement_policy.hold(&mut cluster.placement, &mut cluster.services);
+    if !refused.is_empty() {
+        problems.push(Problem {
+            reason: "PodSettingsNotAllowed",
+            message: format!(
+                "spec.pod and spec.services settings the installer does not allow are left out (docs/security.md): {}",
+                refused.join("; ")
+            ),
+        });
     }
     (cluster, problems)
 }

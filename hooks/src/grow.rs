@@ -357,6 +357,7 @@ mod tests {
             entropy: [7; 32],
             scripts_image: "ghcr.io/mysql-hook/mysql-hook:test".to_owned(),
             allowed_images: Vec::new(),
+            placement_policy: Default::default(),
         };
         let response = crate::sync(&request, &ctx).unwrap_or_else(|e| panic!("{e}"));
         let out = serde_json::to_value(&response).unwrap_or_else(|e| panic!("{e}"));

@@ -86,4 +86,7 @@ pub struct Context {
     /// without `:tag` and `@digest`) is not listed, and is not the repository of the
     /// default it replaces, is refused (see [`access`]). Empty: no overrides.
     pub allowed_images: Vec<String>,
+    /// What the installer lets `spec.pod` and `spec.services` set (the hook's
+    /// `--allowed-pod-label-keys` and the rest; see [`placement::Policy`]).
+    pub placement_policy: placement::Policy,
 }

@@ -313,6 +313,7 @@ fn ctx() -> Context {
         entropy: hooks::credentials::fold_seed(b"properties"),
         scripts_image: "mysql-hook:test".to_owned(),
         allowed_images: Vec::new(),
+        placement_policy: Default::default(),
     }
 }
 

@@ -118,6 +118,7 @@ impl Sim {
             entropy: [7; 32],
             scripts_image: "mysql-hook:test".to_owned(),
             allowed_images: Vec::new(),
+            placement_policy: Default::default(),
         };
         self.clock += 5;
         let out = serde_json::to_value(hooks::sync(&req, &ctx).unwrap_or_else(|e| panic!("{e}")))

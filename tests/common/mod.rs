@@ -29,8 +29,25 @@ pub fn allowed_images() -> Vec<String> {
     FIXTURE_ALLOWED_IMAGES.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// The installer's `spec.pod` and `spec.services` lists the fixtures are answered
+/// with (`--allowed-pod-label-keys` and the rest): every setting of the earlier
+/// fixtures passes; `sync/pod-settings-not-allowed` sets what they do not name.
+pub fn placement_policy() -> hooks::placement::Policy {
+    let list = |s: &str| Some(hooks::placement::KeyPatterns::parse(s).unwrap_or_else(|e| panic!("{e}")));
+    hooks::placement::Policy {
+        pod_label_keys: list("team,example.com/*"),
+        pod_annotation_keys: list("cost-center,example.com/*"),
+        priority_classes: list("databases"),
+        toleration_keys: list("dedicated"),
+        service_types: None,
+        service_annotation_keys: list("service.beta.kubernetes.io/*"),
+    }
+}
+
 pub fn fixture_state() -> State {
-    State::new(Arc::new(|| Some(entropy())), Arc::new(now), 16 * 1024 * 1024).with_allowed_images(allowed_images())
+    State::new(Arc::new(|| Some(entropy())), Arc::new(now), 16 * 1024 * 1024)
+        .with_allowed_images(allowed_images())
+        .with_placement_policy(placement_policy())
 }
 
 /// The path a fixture folder's hook is served at: `backup-sync` is `/backup/sync`.
@@ -74,6 +91,7 @@ pub fn call_core(hook: &str, body: &[u8]) -> Vec<u8> {
         entropy: entropy(),
         scripts_image: mysql_hook::DEFAULT_SCRIPTS_IMAGE.to_owned(),
         allowed_images: allowed_images(),
+        placement_policy: placement_policy(),
     };
     let encoded = match hook {
         "backup-sync" => {

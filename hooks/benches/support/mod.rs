@@ -32,6 +32,7 @@ pub fn ctx() -> Context {
         entropy: hooks::credentials::fold_seed(b"mysql-hook test fixtures"),
         scripts_image: "ghcr.io/mysql-hook/mysql-hook:0.1.0".to_owned(),
         allowed_images: Vec::new(),
+        placement_policy: Default::default(),
     }
 }
 
