@@ -400,6 +400,20 @@ def replica_scenarios(running, st):
     # (another signature), the last one kept, and shown, until it has finished.
     write("sync", "servers-replica-stopped", request(parent(status=st), observed(running["children"], done),
                                                      related(*pods([True, True, False]), inspected_pod)))
+    # Issue 31.1: the inspection of the current primary finds db-1 writable too (an
+    # old primary cut off while db-0 was promoted); its agent fails its readiness.
+    # Degraded with reason SecondWritableServer, status.servers[].writable shown.
+    second = {**report, "servers": [report["servers"][0],
+                                    {"name": "db-1", "up": True, "writable": True, "gtid": f"{GTID}:1-1040"},
+                                    report["servers"][2]]}
+    write("sync", "servers-second-writer", request(parent(status=st), observed(running["children"], done),
+                                                   related(*pods([True, False, True]),
+                                                           job_pod(inspect, "inspect", line(second)))))
+    # The same report from an inspection run for another primary (before a role
+    # change): not a second writer of this one.
+    write("sync", "servers-second-writer-other-primary", request(
+        parent(status=st), observed(running["children"], done),
+        related(*pods([True, False, True]), job_pod(inspect, "inspect", line({**second, "primary": "db-2"})))))
     stopped = response_of("sync", "servers-replica-stopped")
     if stopped is None:
         return

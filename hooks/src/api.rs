@@ -397,6 +397,12 @@ pub struct ServerStatus {
     /// It did not answer the inspection.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unreachable: bool,
+    /// `read_only` was off: true for the primary. A replica reported writable is a
+    /// second writer (an old primary cut off while another was promoted): the phase
+    /// is Degraded with reason `SecondWritableServer` until an inspection finds it
+    /// read-only again; its own agent fences it and keeps it out of `-replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writable: Option<bool>,
     /// Its GTID position (MySQL `gtid_executed`, MariaDB `gtid_binlog_pos`), clipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gtid: Option<String>,

@@ -43,6 +43,7 @@ pub const INSPECT: &str = "inspect";
 struct Reported {
     name: String,
     up: Option<bool>,
+    writable: Option<bool>,
     source: Option<String>,
     io: Option<String>,
     sql: Option<String>,
@@ -57,6 +58,9 @@ struct Reported {
 #[derive(Deserialize, Debug, Default)]
 struct Inspected {
     result: String,
+    /// The primary the inspection was run for.
+    #[serde(default)]
+    primary: String,
     #[serde(default)]
     servers: Vec<Reported>,
 }
@@ -64,6 +68,9 @@ struct Inspected {
 /// The inspection Jobs to emit and `status.servers`.
 #[derive(Debug, Default)]
 pub struct Plan {
+    /// Members other than the primary that the newest inspection, run for the
+    /// current primary, found writable (issue 31.1): a second writer.
+    pub second_writers: Vec<String>,
     pub jobs: Vec<Job>,
     pub servers: Vec<ServerStatus>,
 }
@@ -122,6 +129,7 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
                 s.inspected_at =
                     at.map(|t| Time(k8s_openapi::jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)));
                 s.unreachable = r.up == Some(false);
+                s.writable = r.writable;
                 s.gtid.clone_from(&r.gtid);
                 s.source.clone_from(&r.source);
                 s.replication = match (&r.io, &r.sql) {
@@ -139,8 +147,16 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
             }
             s
         })
-        .collect();
-    Plan { jobs, servers }
+        .collect::<Vec<ServerStatus>>();
+    // Only an inspection of the current primary says who else is writable: one run
+    // before a role change names the old primary writable, as it then was.
+    let second_writers = match &newest {
+        Some((_, _, _, inspected)) if inspected.primary == c.primary => {
+            servers.iter().filter(|s| s.name != c.primary && s.writable == Some(true)).map(|s| s.name.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    Plan { second_writers, jobs, servers }
 }
 
 /// The inspection Job: read-only, short, not retried (the next change of the

@@ -199,7 +199,13 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         &cluster,
         &observed,
         &previous,
-        &Decisions { bootstrap: &bootstrap, roles: &roles, rollout: &rollout, template_hash: &template_hash },
+        &Decisions {
+            bootstrap: &bootstrap,
+            roles: &roles,
+            rollout: &rollout,
+            template_hash: &template_hash,
+            second_writers: &servers.second_writers,
+        },
         &problems,
         ctx,
     );
@@ -433,6 +439,8 @@ struct Decisions<'a> {
     rollout: &'a rollout::Plan,
     /// [`TEMPLATE_HASH`](statefulset::TEMPLATE_HASH) of the template emitted.
     template_hash: &'a str,
+    /// [`servers::Plan::second_writers`].
+    second_writers: &'a [String],
 }
 
 fn status(
@@ -443,7 +451,7 @@ fn status(
     problems: &[Problem],
     ctx: &Context,
 ) -> MySQLStatus {
-    let Decisions { bootstrap, roles, rollout, template_hash } = *decisions;
+    let Decisions { bootstrap, roles, rollout, template_hash, second_writers } = *decisions;
     let members: Vec<_> = observed.members.values().filter(|m| m.ordinal < c.replicas).collect();
     let ready = i32::try_from(members.iter().filter(|m| m.ready).count()).unwrap_or(i32::MAX);
     let primary_ready = observed.member(&c.primary).is_some_and(|m| m.ready);
@@ -453,7 +461,7 @@ fn status(
         Phase::Initializing
     } else if !primary_ready {
         Phase::Failed
-    } else if ready == c.replicas {
+    } else if ready == c.replicas && second_writers.is_empty() {
         Phase::Running
     } else {
         Phase::Degraded
@@ -469,6 +477,17 @@ fn status(
             ("Initializing", format!("{ready}/{} servers Ready; bootstrapping {}", c.replicas, c.primary))
         }
         Phase::Running => ("Running", format!("{ready}/{} servers Ready; primary {}", c.replicas, c.primary)),
+        Phase::Degraded if !second_writers.is_empty() => (
+            "SecondWritableServer",
+            format!(
+                "{ready}/{} servers Ready; primary {} serves; {} also reported writable at the last inspection: \
+                 a second writer, which its agent keeps out of every Service and fences once it learns the \
+                 newer epoch",
+                c.replicas,
+                c.primary,
+                second_writers.join(", ")
+            ),
+        ),
         Phase::Degraded => ("Degraded", format!("{ready}/{} servers Ready; primary {} serves", c.replicas, c.primary)),
         Phase::Failed | Phase::Deleting => ("PrimaryNotReady", format!("primary {} is not Ready", c.primary)),
     };
