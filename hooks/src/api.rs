@@ -676,6 +676,13 @@ pub struct RoleChange {
     pub time: Time,
     /// The Job that did it.
     pub job: String,
+    /// A failover's report of the old primary: `true`, it answered and was fenced
+    /// before the promotion; `false`, it did not answer, so the promotion rested on
+    /// semi-sync and its own agent fences it once it learns the newer epoch (until
+    /// then it may still accept writes from clients that reach it: see
+    /// `status.servers[].writable` and the `SecondWritableServer` reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_primary_fenced: Option<bool>,
 }
 
 /// Coarse lifecycle of a cluster, for humans and `kubectl get`.

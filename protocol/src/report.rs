@@ -68,6 +68,11 @@ pub struct Report {
     /// The accounts it dropped (made by an earlier run, no longer declared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<Vec<String>>,
+    /// A failover: whether the old primary answered and was fenced (read-only, its
+    /// client sessions killed) before the promotion. `false`: it did not answer, so
+    /// the promotion rested on semi-sync, and fencing it is left to its own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<bool>,
     /// The pod an account command ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,

@@ -238,9 +238,9 @@ pub fn plan(input: &Input<'_>) -> Roles {
                 r.resync(BUSY_SECONDS);
                 Blocker::Running(op)
             }
-            Progress::Succeeded(job, to, note) => {
+            Progress::Succeeded(job, to, note, fenced) => {
                 r.job = Some(job);
-                succeeded(&mut r, &op, to, note.as_deref(), now);
+                succeeded(&mut r, &op, (to, fenced), note.as_deref(), now);
                 Blocker::JustFinished
             }
             Progress::Failed(job, why) => {
@@ -258,7 +258,8 @@ pub fn plan(input: &Input<'_>) -> Roles {
             rj.number == r.epoch && memory::promoted_by(input.observed, job, &c.names).is_some_and(|p| p == r.primary);
         if evidence && !r.role_changes.iter().any(|rc| rc.job == rj.name) {
             // The status lost (or never got) the record of the change it came from.
-            r.role_changes.push(recovered_change(job, rj, &r.primary, now));
+            let fenced = input.observed.job_message(rj.name).and_then(|t| ScriptResult::parse(t).fenced);
+            r.role_changes.push(recovered_change(job, rj, &r.primary, fenced, now));
             let excess = r.role_changes.len().saturating_sub(HISTORY);
             r.role_changes.drain(..excess);
         }
@@ -423,17 +424,26 @@ fn rebuild(job: &Job, rj: &RoleJob<'_>, now: Timestamp) -> Operation {
 }
 
 /// The record of a role change rebuilt from its Job.
-fn recovered_change(job: &Job, rj: &RoleJob<'_>, to: &str, now: Timestamp) -> RoleChange {
+fn recovered_change(job: &Job, rj: &RoleJob<'_>, to: &str, fenced: Option<bool>, now: Timestamp) -> RoleChange {
     let op = rebuild(job, rj, now);
     let time = job.status.as_ref().and_then(|s| s.completion_time.clone()).unwrap_or(op.started_at);
-    RoleChange { kind: op.kind, from: op.from, to: to.to_owned(), reason: op.reason, time, job: op.job }
+    RoleChange {
+        kind: op.kind,
+        from: op.from,
+        to: to.to_owned(),
+        reason: op.reason,
+        time,
+        job: op.job,
+        old_primary_fenced: fenced,
+    }
 }
 
 /// How the running operation's Job stands.
 enum Progress {
     Running(Job),
-    /// The pod it made writable, and what went wrong after that, if anything.
-    Succeeded(Job, String, Option<String>),
+    /// The pod it made writable, what went wrong after that, if anything, and the
+    /// report's `fenced` (a failover's old primary).
+    Succeeded(Job, String, Option<String>, Option<bool>),
     Failed(Job, String),
 }
 
@@ -460,14 +470,18 @@ fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
             let why = text.map_or_else(|| "no result was written".to_owned(), error_of);
             // A promotion happened before the failure: the promoted server is
             // writable, so it is the primary now, whatever failed after.
-            match text.map(ScriptResult::parse).and_then(|r| r.promoted).filter(|p| is_member(p, input.cluster)) {
-                Some(to) => Progress::Succeeded(job, to, Some(format!("Job {} failed after promoting: {why}", op.job))),
+            let result = text.map(ScriptResult::parse);
+            let fenced = result.as_ref().and_then(|r| r.fenced);
+            match result.and_then(|r| r.promoted).filter(|p| is_member(p, input.cluster)) {
+                Some(to) => {
+                    Progress::Succeeded(job, to, Some(format!("Job {} failed after promoting: {why}", op.job)), fenced)
+                }
                 None => Progress::Failed(job, format!("Job {} failed: {why}", op.job)),
             }
         }
         JobState::Succeeded => match input.observed.job_result(&op.job) {
             Some(text) => match promoted(text, input.cluster) {
-                Ok(to) => Progress::Succeeded(job, to, None),
+                Ok(to) => Progress::Succeeded(job, to, None, ScriptResult::parse(text).fenced),
                 Err(why) => Progress::Failed(job, format!("Job {} succeeded but {why}", op.job)),
             },
             None => {
@@ -516,7 +530,8 @@ fn promoted(text: &str, c: &Cluster) -> Result<String, String> {
     }
 }
 
-fn succeeded(r: &mut Roles, op: &Operation, to: String, note: Option<&str>, now: Timestamp) {
+/// `to`: the pod promoted, and whether the report says the old primary was fenced.
+fn succeeded(r: &mut Roles, op: &Operation, (to, fenced): (String, Option<bool>), note: Option<&str>, now: Timestamp) {
     // Role-change Jobs are named `<cluster>-<purpose>-<n>`: the primary's new epoch.
     if let Some(n) = op.job.rsplit_once('-').and_then(|(_, n)| n.parse().ok()) {
         r.epoch = n;
@@ -528,6 +543,7 @@ fn succeeded(r: &mut Roles, op: &Operation, to: String, note: Option<&str>, now:
         reason: op.reason.clone(),
         time: Time(now),
         job: op.job.clone(),
+        old_primary_fenced: fenced,
     });
     let excess = r.role_changes.len().saturating_sub(HISTORY);
     r.role_changes.drain(..excess);
