@@ -114,16 +114,6 @@ pub struct Policy {
     pub service_annotation_keys: Option<KeyPatterns>,
 }
 
-/// The flag that sets each list, for the messages.
-const FLAGS: [&str; 6] = [
-    "--allowed-pod-label-keys",
-    "--allowed-pod-annotation-keys",
-    "--allowed-priority-classes",
-    "--allowed-toleration-keys",
-    "--allowed-service-types",
-    "--allowed-service-annotation-keys",
-];
-
 impl Policy {
     /// Parses a comma-separated list of Service types.
     ///
@@ -148,19 +138,30 @@ impl Policy {
     pub fn hold(&self, p: &mut PodPlacement, services: &mut ServicesSpec) -> Vec<String> {
         let mut refused = Vec::new();
         if let Some(allowed) = &self.pod_label_keys {
-            p.labels.retain(|k, _| keep(allowed, k, "pod label", FLAGS[0], &mut refused));
+            p.labels.retain(|k, _| keep(allowed, k, "pod label", "--allowed-pod-label-keys", &mut refused));
         }
         if let Some(allowed) = &self.pod_annotation_keys {
-            p.annotations.retain(|k, _| keep(allowed, k, "pod annotation", FLAGS[1], &mut refused));
+            p.annotations
+                .retain(|k, _| keep(allowed, k, "pod annotation", "--allowed-pod-annotation-keys", &mut refused));
         }
         if let Some(allowed) = &self.priority_classes
             && let Some(class) = p.priority_class_name.take_if(|c| !allowed.allows(c))
         {
-            refused.push(format!("priorityClassName {class} ({} lists {})", FLAGS[2], allowed.describe()));
+            refused.push(format!(
+                "priorityClassName {class} ({} lists {})",
+                "--allowed-priority-classes",
+                allowed.describe()
+            ));
         }
         if let Some(allowed) = &self.toleration_keys {
             p.tolerations.retain(|t| {
-                keep(allowed, t.key.as_deref().unwrap_or_default(), "toleration of", FLAGS[3], &mut refused)
+                keep(
+                    allowed,
+                    t.key.as_deref().unwrap_or_default(),
+                    "toleration of",
+                    "--allowed-toleration-keys",
+                    &mut refused,
+                )
             });
         }
         for (name, exposure) in [("primary", &mut services.primary), ("replicas", &mut services.replicas)] {
@@ -172,14 +173,16 @@ impl Policy {
                 refused.push(format!(
                     "spec.services.{name}.type {} ({} lists {}; ClusterIP instead)",
                     exposure.type_.as_str(),
-                    FLAGS[4],
+                    "--allowed-service-types",
                     if listed.is_empty() { "none".to_owned() } else { listed.join(", ") }
                 ));
                 exposure.type_ = ServiceType::ClusterIP;
             }
             if let Some(allowed) = &self.service_annotation_keys {
                 let what = format!("spec.services.{name} annotation");
-                exposure.annotations.retain(|k, _| keep(allowed, k, &what, FLAGS[5], &mut refused));
+                exposure
+                    .annotations
+                    .retain(|k, _| keep(allowed, k, &what, "--allowed-service-annotation-keys", &mut refused));
             }
         }
         refused

@@ -240,7 +240,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
             }
             Progress::Succeeded(job, to, note, fenced) => {
                 r.job = Some(job);
-                succeeded(&mut r, &op, (to, fenced), note.as_deref(), now);
+                succeeded(&mut r, &op, to, fenced, note.as_deref(), now);
                 Blocker::JustFinished
             }
             Progress::Failed(job, why) => {
@@ -530,8 +530,8 @@ fn promoted(text: &str, c: &Cluster) -> Result<String, String> {
     }
 }
 
-/// `to`: the pod promoted, and whether the report says the old primary was fenced.
-fn succeeded(r: &mut Roles, op: &Operation, (to, fenced): (String, Option<bool>), note: Option<&str>, now: Timestamp) {
+/// `to`: the pod promoted; `fenced`: whether the report says the old primary was fenced.
+fn succeeded(r: &mut Roles, op: &Operation, to: String, fenced: Option<bool>, note: Option<&str>, now: Timestamp) {
     // Role-change Jobs are named `<cluster>-<purpose>-<n>`: the primary's new epoch.
     if let Some(n) = op.job.rsplit_once('-').and_then(|(_, n)| n.parse().ok()) {
         r.epoch = n;
