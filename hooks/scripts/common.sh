@@ -1279,6 +1279,20 @@ promote_sql() {
   q+=$(semisync_source_sql "$2")
   printf '%s %s' "$q" "$(open_with_epoch_sql)"
 }
+# sql_epoch POD: the epoch POD was opened in (`_mysqlhook.epoch`, see
+# open_with_epoch_sql), as the server prints a BIGINT; empty or an error when it
+# never was (no table or row: never promoted, or before epochs).  Callers only
+# compare it as text with the validated EPOCH: it reaches no expression or SQL.
+sql_epoch() { sql "$1" "SELECT epoch FROM _mysqlhook.epoch WHERE id = 1" 2>/dev/null; }
+# own_promotion POD: POD is writable, replicates from nobody and carries this
+# Job's EPOCH: an earlier run of this very Job opened it (a pod that died after
+# the promotion), so a rerun may adopt it.  Any other writable member is an old
+# primary a cut failover could not fence (issue 31.1), never adopted.  Sets RS_*.
+own_promotion() {
+  [ "$(sql_is_read_only "$1")" = 0 ] || return 1
+  sql_replica_status "$1"
+  [ "$RS_CONFIGURED" = 0 ] && [ "$(sql_epoch "$1")" = "$EPOCH" ]
+}
 # open_with_epoch_sql: the statements that make a server writable as the primary
 # of EPOCH (issue 31.1): the epoch first, then writes, so a writable server always
 # knows the epoch it was promoted in and its agent never takes it for a stale old

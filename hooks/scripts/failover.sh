@@ -31,7 +31,9 @@
 # PRIMARY must answer [all of them]; FORCE=1 skips the quorum (a human's
 # decision: commits only the missing members hold are lost); WAIT_TIMEOUT.
 # Idempotent: a rerun that finds exactly one writable non-replica member other
-# than PRIMARY (promoted by an earlier run) adopts it and only repeats step 7;
+# than PRIMARY carrying this Job's EPOCH (promoted by an earlier run) adopts it
+# and only repeats step 7 -- a writable member of any other epoch is fenced and
+# examined (step 1), never adopted (issue 31.1);
 # a rerun after PRIMARY was re-promoted fences and re-promotes it again.
 SCRIPT_NAME=failover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -70,12 +72,14 @@ for p in "${others[@]}"; do
   if reachable "$p"; then members+=("$p"); else unreachable+=("$p"); fi
 done
 
-# Promoted by an earlier run?  Any other writable member is fenced.
+# Promoted by an earlier run of this Job (common.sh own_promotion: writable,
+# no source, this EPOCH)?  Any other writable member -- a writable replica, or
+# an old primary a cut failover could not fence (issue 31.1) -- is fenced and
+# examined below like every other member, never adopted.
 writable=() loose=()
 for p in "${members[@]}"; do
-  [ "$(sql_is_read_only "$p")" = 0 ] || continue
-  sql_replica_status "$p"
-  if [ "$RS_CONFIGURED" = 0 ]; then writable+=("$p"); else loose+=("$p"); fi
+  if own_promotion "$p"; then writable+=("$p")
+  elif [ "$(sql_is_read_only "$p")" = 0 ]; then loose+=("$p"); fi
 done
 if (( ${#writable[@]} > 1 )); then
   for p in "${writable[@]}"; do fence "$p" || true; done
@@ -83,7 +87,7 @@ if (( ${#writable[@]} > 1 )); then
   fail split-brain "more than one writable member: ${writable[*]} (fenced; a rerun chooses among them)"
 fi
 for p in "${loose[@]}"; do
-  log "$p is a writable replica; fencing it"
+  log "$p is writable but not this Job's promotion (epoch $EPOCH); fencing it"
   fence "$p" || fail fence-failed "$p answers, is writable and could not be made read-only; nothing promoted"
 done
 

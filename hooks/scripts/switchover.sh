@@ -15,7 +15,9 @@
 #      promotion carries "promoted".
 # At no moment are two servers writable: TARGET opens only after PRIMARY closed
 # and TARGET holds everything PRIMARY committed.
-# Idempotent: if TARGET is already the writable non-replica, only step 4 runs.
+# Idempotent: if TARGET is already the writable non-replica of this Job's EPOCH
+# (an earlier run promoted it), only step 4 runs; a writable TARGET of any other
+# epoch is fenced first and judged like any target (issue 31.1).
 SCRIPT_NAME=switchover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 SWITCHOVER_WAIT=${SWITCHOVER_WAIT:-60}               # catch-up, PRIMARY writable
@@ -39,11 +41,19 @@ for p in "${POD_NAMES[@]}"; do
   if reachable "$p"; then members+=("$p"); else unreachable+=("$p"); fi
 done
 
-sql_replica_status "$target"
-if [ "$(sql_is_read_only "$target")" = 0 ] && [ "$RS_CONFIGURED" = 0 ]; then
-  log "$target is already the writable primary (earlier run)"
+if own_promotion "$target"; then
+  log "$target is already the writable primary of epoch $EPOCH (earlier run)"
   promoted "$target"
 else
+  # A writable target that this Job did not open is an old primary a cut
+  # failover left writable (or a writable replica): fenced first, so the
+  # checks below judge a server nobody writes to, and PRIMARY stays the only
+  # writable one; a stale old primary then fails target-not-replicating.
+  if [ "$(sql_is_read_only "$target")" = 0 ]; then
+    log "$target is writable but not this Job's promotion (epoch $EPOCH): fencing it"
+    fence "$target" || fail fence-failed "$target is writable and could not be made read-only; nothing changed"
+  fi
+  sql_replica_status "$target"
   reachable "$old" || fail primary-unreachable "$old does not answer; use failover"
   # streaming, not replicating_from: TARGET's channel is reset when it is
   # promoted, so its TLS (a TLS mode change its agent has not applied yet)

@@ -736,3 +736,56 @@ def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
     assert rows(p) == set(range(1, 21))
     REPORT.append(f"epochs: an unreachable old primary fenced itself by its agent in {fenced_s:.1f}s "
                   f"(one agent round) once the file named {new} of epoch 1, then rejoined it")
+
+
+def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
+    """Issue 31.1: a failover that could not reach db-0 left it writable, and the
+    new primary has taken writes since.  A later role change that finds db-0
+    writable and replicating from nobody must not take it for a promotion of its
+    own ("adopt" it with no survey, quorum or containment check): that made a
+    server lacking every write since the cut the primary again.  A server is
+    adopted only when it carries the Job's own epoch (an earlier run of the same
+    Job opened it); any other writable member is fenced and examined like every
+    other.  Before the fix the switchover adopted db-0 (`rebuildNeeded` the
+    others) and the failover adopted it too, losing rows 11 to 20."""
+    c = cluster
+    c.bootstrap()
+    fill(c["db-0"], 1, 10)
+    c.wait_synced(c["db-0"])
+    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    new = r.json["primary"]
+    other = next(s.name for s in c.servers if s.name not in ("db-0", new))
+    assert sorted(c.writable()) == sorted(["db-0", new]), "db-0 was not reachable: still writable"
+    fill(c[new], 11, 20)
+    c.wait_synced(c[new])
+    assert rows(c[other]) == set(range(1, 21))
+
+    # The network heals, before db-0's agent has fenced it.  A switchover to it:
+    # refused, and the primary was never fenced (writes go on).
+    r = c.run("switchover.sh", PRIMARY=new, TARGET="db-0", EPOCH=2)
+    assert r.rc != 0 and r.json["result"] == "error" and "promoted" not in r.json, r
+    assert r.json["reason"] == "target-not-replicating", r
+    assert c.writable() == [new], ("the stale writer is fenced, the primary untouched", c.writable())
+
+    # The same again, and then the new primary dies: the failover examines db-0
+    # like any member and promotes the one holding every write.
+    c["db-0"].query("SET GLOBAL read_only = OFF")
+    dead = " ".join(f"{s.name}=127.0.0.1:9" if s.name == new else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY=new, PODS=dead, EPOCH=2)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    assert r.json["primary"] == other, ("db-0 lacks rows 11-20: not the choice", r)
+    assert c["db-0"].read_only(), "db-0 was fenced"
+    assert rows(c[other]) == set(range(1, 21)), "no acknowledged row lost"
+
+    # A rerun of that same Job (epoch 2) finds its own promotion and adopts it:
+    # no second fence, no write freeze.
+    before = c[other].gtid_position()
+    r2 = c.run("failover.sh", PRIMARY=new, PODS=dead, EPOCH=2)
+    assert r2.rc == 0 and r2.json["primary"] == other and not c[other].read_only(), r2
+    assert "adopting" in r2.stderr, r2
+    assert c[other].gtid_position() == before
+    REPORT.append(f"adopt: a writable old primary left by a cut failover was refused as a switchover target "
+                  f"and examined, not adopted, by the next failover ({other} promoted with rows 1-20); "
+                  "a rerun of the same epoch's Job adopted its own promotion")
