@@ -17,11 +17,13 @@
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
-//! - [`users`]: the application accounts of `spec.users`.
+//! - [`users`]: the application accounts of `spec.users`;
+//! - [`operator_user`], [`exporter_user`]: the operator's and the exporter's own accounts.
 
 pub mod context;
 pub mod exporter_user;
 pub mod fence;
+pub mod operator_user;
 pub mod probe;
 pub mod server;
 pub mod sidecar;

@@ -60,7 +60,11 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
     match command {
         "users" => agent::users::run(&Context::from_env(env)?, env),
         "exporter-user" => agent::exporter_user::run(&Context::from_env(env)?, env),
+        "operator-user" => agent::operator_user::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
-        other => Err(Failure::new("bad-env", format!("unknown command {other:?}; one of: users, exporter-user"))),
+        other => Err(Failure::new(
+            "bad-env",
+            format!("unknown command {other:?}; one of: users, operator-user, exporter-user"),
+        )),
     }
 }

@@ -68,6 +68,16 @@ impl Server {
         }
     }
 
+    /// A TCP session with member `pod` as `user` with `password`: no fallback to
+    /// another account (a check that this very login works).
+    ///
+    /// # Errors
+    /// `Refused` for a wrong account or password, else why it could not connect.
+    pub fn login(ctx: &Context, pod: &str, user: &str, password: &Secret) -> std::result::Result<Self, ConnectError> {
+        let addr = ctx.addr(pod).ok_or_else(|| ConnectError::Refused(format!("{pod} is not in PODS")))?;
+        Self::open(ctx, pod, tcp(ctx, addr), user, password)
+    }
+
     /// A session over the server's own socket, as root (`root@'localhost'`).
     ///
     /// # Errors

@@ -10,8 +10,8 @@
 //!   mounted ConfigMap, so this takes the kubelet's refresh plus a second.
 //! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
 //!   the one-shot steps that keep this server in its role: `join.sh` (become or
-//!   stay a replica of the recorded primary), and on the primary `operator-user.sh`
-//!   (with `OPERATOR_PASSWORD_FILE`) and the agent's own [`crate::exporter_user`] (with
+//!   stay a replica of the recorded primary), and on the primary the agent's own
+//!   [`crate::operator_user`] (with `OPERATOR_PASSWORD_FILE`) and [`crate::exporter_user`] (with
 //!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
 //!   `tls-reload.sh` at the start and whenever the mounted certificate, key or CA
 //!   change. Those steps are still scripts (issue 32 ports them one by one); this
@@ -256,7 +256,14 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         let joined = state.report("join", step(&scripts, "join.sh"));
         let primary = protocol::Report::parse(&joined).result == "is-primary";
         if primary && (env.var("OPERATOR_PASSWORD_FILE").is_some() || env.var("OPERATOR_PASSWORD").is_some()) {
-            state.report("operator", step(&scripts, "operator-user.sh"));
+            // Read afresh each round, as the script was: a rotated operator
+            // password (the mounted Secret) is set on the next round.
+            let line = Context::from_env(env.as_ref())
+                .and_then(|ctx| crate::operator_user::run(&ctx, env.as_ref()))
+                .unwrap_or_else(|f| f.report())
+                .line();
+            crate::context::write_termination_log(env.as_ref(), "agent", &line);
+            state.report("operator", line);
         }
         if primary && (env.var("EXPORTER_PASSWORD_FILE").is_some() || env.var("EXPORTER_PASSWORD").is_some()) {
             let line = crate::exporter_user::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();

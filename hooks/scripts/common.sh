@@ -202,7 +202,7 @@ load_secret REPLICATION_PASSWORD
 # The operator account (issue 18.5): OPERATOR_USER@'%' with OPERATOR_PASSWORD
 # (the credentials Secret's key operator-password) is the only account the
 # scripts use over the network; root is root@'localhost', the socket of each
-# server's own pod (init.sh, the probes, operator-user.sh).  Without
+# server's own pod (init.sh, the agent's probes and operator-user).  Without
 # OPERATOR_PASSWORD (a Secret made before the key existed) the scripts log in as
 # root over TCP, as they always did.
 OPERATOR_USER=mysqlhook
@@ -275,7 +275,8 @@ write_cnf() {  # write_cnf USER PASSWORD
 [ -n "${OPERATOR_PASSWORD:-}" ] || : "${MYSQL_ROOT_PASSWORD:?MYSQL_ROOT_PASSWORD is required}"
 # CNF_ROOT: root's option file, only while a cluster moves to the operator
 # account (sql() falls back to it when a server does not know OPERATOR_USER
-# yet: the account reaches each server through replication; operator-user.sh).
+# yet: the account reaches each server through replication; the agent's
+# operator-user).
 CNF_ROOT=""
 if [ -n "${OPERATOR_PASSWORD:-}" ]; then
   if [ -n "${MYSQL_ROOT_PASSWORD:-}" ]; then

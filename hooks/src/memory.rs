@@ -61,7 +61,7 @@ pub const MAX_LAG_KEY: &str = "maxLagSeconds";
 /// The key of the config ConfigMap with `spec.replication.rebuildErrant` (join.sh).
 pub const REBUILD_ERRANT_KEY: &str = "rebuildErrant";
 /// The key of the config ConfigMap that says whether root's network accounts may
-/// be dropped (`drop`) or not yet (`keep`): operator-user.sh, with the operator
+/// be dropped (`drop`) or not yet (`keep`): the agent's `operator-user`, with the operator
 /// account only.
 pub const ROOT_REMOTE_KEY: &str = "rootRemote";
 

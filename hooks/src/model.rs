@@ -65,7 +65,7 @@ pub struct Cluster {
     /// is never updated by the hook: pods mount only keys that exist.
     pub operator_account: bool,
     /// Every server pod runs with the operator account: root's network accounts
-    /// may go (`operator-user.sh`, the config key `rootRemote`). Until then a pod
+    /// may go (the agent's `operator-user`, the config key `rootRemote`). Until then a pod
     /// of the older template may still log in as root over the network.
     pub root_remote_drop: bool,
     pub deletion_policy: DeletionPolicy,

@@ -20,8 +20,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from conftest import REPORT
-from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, Cluster, client_cnf, free_port
+from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, Cluster, client_cnf, free_port, wait_for
 
 
 def tcp_login(world, server, user: str, password: str) -> subprocess.CompletedProcess:
@@ -131,3 +133,78 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
                       "alone, without root's password")
     finally:
         c.close()
+
+
+def operator_login(c, server, password: str) -> bool:
+    """The operator logs in over TCP with `password` (the server's own client)."""
+    cnf = client_cnf(c.world.root / c.tag / "login-op.cnf", "mysqlhook", password)
+    return subprocess.run([c.world.kind.client, f"--defaults-extra-file={cnf}", "--protocol=TCP", "-h", "127.0.0.1",
+                           "-P", str(server.port), "--connect-timeout=5", "-N", "-B", "-e", "SELECT 1"],
+                          capture_output=True, text=True, timeout=30).returncode == 0
+
+
+@pytest.mark.all_servers
+def test_the_agent_sets_the_operator_account_only_on_the_writable_primary(cluster):
+    """`mysql-hook-agent operator-user` (issue 32, ported from operator-user.sh):
+    on the writable primary it sets mysqlhook@'%' again when the mounted password
+    changed, the change replicates, a steady primary writes nothing, and with
+    rootRemote `drop` root's network accounts go (a host name read from the server
+    is quoted).  A replica, or a primary fenced before the command runs, is left
+    alone: `waiting` (exit 75) and no transaction written there (issue 31.6: the
+    check and the writes share one session, checked again before each write)."""
+    c = cluster
+    c.bootstrap()
+    primary, replica = c["db-0"], c["db-1"]
+    d = c.world.root / c.tag / "operator"
+    d.mkdir()
+    remote = d / "rootRemote"
+    remote.write_text("keep\n")
+    rotated = d / "operator-password"
+    rotated.write_text("n3w 'op\"pw\\")
+    new_pw = rotated.read_text()
+
+    def agent(pod, password_file=rotated):
+        return c.run("operator-user", POD_NAME=pod, SERVER_SOCKET=c[pod].sock, ROOT_REMOTE_FILE=remote,
+                     OPERATOR_PASSWORD_FILE=password_file)
+
+    # A replica is never written to directly.
+    before = replica.gtid_position()
+    r = agent("db-1")
+    assert r.rc == 75 and r.json["result"] == "waiting" and r.json["reason"] == "self-read-only", r
+    assert replica.gtid_position() == before and not operator_login(c, replica, new_pw)
+
+    # A primary fenced before the command: the same.
+    primary.query("SET GLOBAL read_only = ON")
+    before = primary.gtid_position()
+    r = agent("db-0")
+    assert r.rc == 75 and r.json["reason"] == "self-read-only", r
+    assert primary.gtid_position() == before
+    primary.query("SET GLOBAL read_only = OFF")
+
+    # The writable primary: set, and it replicates.
+    r = agent("db-0")
+    assert r.rc == 0 and r.json["result"] == "operator-user" and r.json["changed"] is True, r
+    assert operator_login(c, primary, new_pw)
+    assert wait_for(lambda: operator_login(c, replica, new_pw), 30, what="the new password on the replica")
+    # Back to the harness's password; then a steady primary writes nothing.
+    r = agent("db-0", c.world.operator_password_file)
+    assert r.rc == 0 and r.json["changed"] is True, r
+    before = primary.gtid_position()
+    r = agent("db-0", c.world.operator_password_file)
+    assert r.rc == 0 and r.json["changed"] is False, r
+    assert primary.gtid_position() == before
+
+    # rootRemote drop: root's network accounts go, on the primary, by replication.
+    primary.query("CREATE USER 'root'@'ho''st' IDENTIFIED BY 'x'")
+    c.wait_synced(primary)
+    remote.write_text("drop\n")
+    r = agent("db-0", c.world.operator_password_file)
+    assert r.rc == 0 and r.json["changed"] is True, r
+    c.wait_synced(primary)
+    for s in c.servers:
+        hosts = [h for (h,) in s.query("SELECT host FROM mysql.user WHERE user = 'root' ORDER BY host")]
+        assert hosts == ["localhost"], (s.name, hosts)
+    assert replica.gtid_position() == primary.gtid_position()
+    REPORT.append(f"operator-user ({c.world.kind.name}): the agent set mysqlhook@'%' on the primary only "
+                  "(a replica and a fenced primary: waiting, nothing written), replicated, dropped root's "
+                  "network accounts; a steady primary wrote nothing")

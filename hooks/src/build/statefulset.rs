@@ -146,7 +146,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
         env.push(pod::env("TLS_MODE_FILE", scripts::config_path(crate::tls::MODE_KEY)));
     }
     // The operator account: whether root's network accounts may go yet
-    // (operator-user.sh, run by the agent on the primary).
+    // (`mysql-hook-agent operator-user`, run by the agent on the primary).
     if c.operator_account {
         env.push(pod::env("ROOT_REMOTE_FILE", scripts::config_path(memory::ROOT_REMOTE_KEY)));
     }
