@@ -18,7 +18,8 @@
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
 //! - [`users`]: the application accounts of `spec.users`;
-//! - [`operator_user`], [`exporter_user`]: the operator's and the exporter's own accounts.
+//! - [`operator_user`], [`exporter_user`]: the operator's and the exporter's own accounts;
+//! - [`tls_reload`]: a renewed certificate loaded without a restart.
 
 pub mod context;
 pub mod exporter_user;
@@ -29,6 +30,7 @@ pub mod server;
 pub mod sidecar;
 pub mod sql;
 pub mod status;
+pub mod tls_reload;
 pub mod users;
 
 pub use protocol::Report;

@@ -61,10 +61,11 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "users" => agent::users::run(&Context::from_env(env)?, env),
         "exporter-user" => agent::exporter_user::run(&Context::from_env(env)?, env),
         "operator-user" => agent::operator_user::run(&Context::from_env(env)?, env),
+        "tls-reload" => agent::tls_reload::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
-            format!("unknown command {other:?}; one of: users, operator-user, exporter-user"),
+            format!("unknown command {other:?}; one of: users, operator-user, exporter-user, tls-reload"),
         )),
     }
 }

@@ -13,10 +13,10 @@
 //!   stay a replica of the recorded primary), and on the primary the agent's own
 //!   [`crate::operator_user`] (with `OPERATOR_PASSWORD_FILE`) and [`crate::exporter_user`] (with
 //!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
-//!   `tls-reload.sh` at the start and whenever the mounted certificate, key or CA
-//!   change. Those steps are still scripts (issue 32 ports them one by one); this
-//!   loop, which was `agent.sh`, is not. Each step's result line is printed when it
-//!   differs from the last one.
+//!   [`crate::tls_reload`] at the start and whenever the mounted certificate, key or CA
+//!   change. `join.sh` is still a script (issue 32 ports them one by one); the
+//!   other steps and this loop, which was `agent.sh`, are not. Each step's result
+//!   line is printed when it differs from the last one.
 //! - **Answer the probes** on `AGENT_LISTEN` (default `0.0.0.0:9106`), from one
 //!   session with the local server kept open between probes (reopened when it
 //!   breaks): `GET /readyz` is mysqld's readiness ([`crate::probe::readiness`]),
@@ -275,7 +275,9 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
             && let Some(files) = tls_files(ca)
             && state.tls_loaded.as_ref() != Some(&files)
         {
-            let line = state.report("tls", step(&scripts, "tls-reload.sh"));
+            let line = crate::tls_reload::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();
+            crate::context::write_termination_log(env.as_ref(), "agent", &line);
+            let line = state.report("tls", line);
             if protocol::Report::parse(&line).result == "reloaded" {
                 state.tls_loaded = Some(files);
             }

@@ -1,7 +1,8 @@
-"""tls-reload.sh and the agent round that runs it (spec.tls): a renewed
-certificate is loaded by the running server, without a restart and without a
-binary-log event; a broken one is refused and the server keeps serving the one
-it had.  Real MariaDB server; throwaway CAs made with openssl (test_tls.py)."""
+"""`mysql-hook-agent tls-reload` (ported from tls-reload.sh, issue 32) and the
+agent round that runs it (spec.tls): a renewed certificate is loaded by the
+running server, without a restart and without a binary-log event; a broken one
+is refused and the server keeps serving the one it had.  Real servers, every
+flavor; throwaway CAs made with openssl (test_tls.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from dbcluster import AGENT, SCRIPTS, Cluster
 from test_tls import _make_ca
+
+# The agent's command: proven on every server.
+pytestmark = pytest.mark.all_servers
 
 
 def verified(s, ca: Path) -> bool:
     """A client connection that verifies the server's certificate against CA works."""
-    r = subprocess.run(s.client_args() + [f"--ssl-ca={ca}", "--ssl-verify-server-cert", "-e",
+    verify = ["--ssl-mode=VERIFY_CA"] if s.world.kind.mysql else ["--ssl-verify-server-cert"]
+    r = subprocess.run(s.client_args() + [f"--ssl-ca={ca}", *verify, "-e",
                                           "SHOW SESSION STATUS LIKE 'Ssl_cipher'"],
                        capture_output=True, text=True, timeout=30)
     return r.returncode == 0 and len(r.stdout.split()) == 2
@@ -29,7 +36,7 @@ def install(live: Path, c: dict[str, Path]) -> None:
 
 
 def run(world, s, script: str, **env) -> subprocess.CompletedProcess:
-    full = {**world.argv_env(script), "HOME": str(world.root), "TMPDIR": str(world.root), "FLAVOR": "mariadb",
+    full = {**world.argv_env(script), "HOME": str(world.root), "TMPDIR": str(world.root), "FLAVOR": world.kind.flavor,
             **world.credential_env(), "SERVER_SOCKET": str(s.sock), "SCRIPTS_DIR": str(SCRIPTS),
             "AGENT_LISTEN": "127.0.0.1:0"}
     full.update({k: str(v) for k, v in env.items()})
@@ -49,14 +56,14 @@ def test_a_renewed_certificate_is_loaded_without_a_restart(world, request):
         s = c["db-0"]
         pid = s.proc.pid
         assert verified(s, first["ca"]) and not verified(s, renewed["ca"])
-        gtid = s.value("SELECT @@global.gtid_binlog_pos")
+        gtid = s.gtid_position()
 
         # The files change; the server still presents what it read at start.
         install(live, renewed)
         assert not verified(s, renewed["ca"]), "the server loaded the new files by itself"
 
         # The agent's round: join.sh (no primary recorded: it waits), then, the
-        # TLS files never loaded by this agent, tls-reload.sh once; the second
+        # TLS files never loaded by this agent, tls-reload once; the second
         # round sees the same files and does not reload again.
         mode = base / "tls-mode"
         mode.write_text("verify\n")
@@ -67,14 +74,15 @@ def test_a_renewed_certificate_is_loaded_without_a_restart(world, request):
         assert reloads == ['{"result":"reloaded"}'], f"{a.stdout}\n{a.stderr[-2000:]}"
         assert verified(s, renewed["ca"]) and not verified(s, first["ca"])
         assert s.proc.pid == pid and s.running, "the server was restarted"
-        # FLUSH LOCAL SSL: nothing in the binary log (on a replica it would be errant).
-        assert s.value("SELECT @@global.gtid_binlog_pos") == gtid
+        # FLUSH LOCAL SSL, ALTER INSTANCE RELOAD TLS: nothing in the binary log
+        # (on a replica it would be errant).
+        assert s.gtid_position() == gtid
 
         # A broken renewal: refused, the server keeps the certificate it serves.
         (live / "tls.crt").write_text("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n")
-        r = run(world, s, "tls-reload.sh")
+        r = run(world, s, "tls-reload", PODS=c.pods, POD_NAME="db-0")
         assert r.returncode == 1 and json.loads(r.stdout.splitlines()[-1])["reason"] == "reload-failed", r
         assert verified(s, renewed["ca"]), "a failed reload left the server without its certificate"
-        assert s.value("SELECT @@global.gtid_binlog_pos") == gtid
+        assert s.gtid_position() == gtid
     finally:
         c.close()
