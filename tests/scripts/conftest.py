@@ -68,9 +68,9 @@ def pytest_configure(config):
 
 # The suite runs on MariaDB 10.11 whole. On another server (MySQL 9.7, MariaDB
 # 11.8) it runs the tests marked all_servers: those of the operations ported to
-# the agent (issue 32), whose code is the same for every flavor and server and is
-# proven on each. The shell scripts' MySQL branch was never run; as each script
-# is ported its tests join. What is left out is said, test by test.
+# the agent (issue 32), whose code is the same for every flavor and server, and
+# the role-change tests of the scripts that passed there (test_roles.py). What is
+# left out is said, test by test.
 LEFT_OUT: list[str] = []
 
 
@@ -88,4 +88,4 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
         LEFT_OUT.extend(item.nodeid for item in left)
         REPORT.append(f"{SERVER_KIND_NAME}: {len(keep)} tests run; {len(left)} left out, whose operations are "
-                      "still shell scripts not yet run on this server (issue 32)")
+                      "not yet proven on this server (issues 32, 33)")

@@ -1,11 +1,19 @@
-"""Role changes (failover, switchover, bootstrap, drain) against real MariaDB
-servers: the promise that a commit that returned OK is never lost, that there
+"""Role changes (failover, switchover, bootstrap, drain) against real servers:
+the promise that a commit that returned OK is never lost, that there
 are never two writable servers, and that the cluster comes back writable by
-itself (issue 14).  Fixtures in conftest.py, harness in dbcluster.py."""
+itself (issue 14).  Fixtures in conftest.py, harness in dbcluster.py.
+
+All of them run on MariaDB 10.11; those marked all_servers also on MySQL 9.7 and
+MariaDB 11.8 (issue 33).  The others failed on MySQL 9.7 when run there with
+MYSQL_HOOK_ALL_TESTS=1; those looked at fail in the test itself (`STOP SLAVE`,
+gone from MySQL 8.4; root writing on a replica past super_read_only), the rest
+are not sorted yet into the test's MariaDB habits and the scripts' own faults."""
 
 from __future__ import annotations
 
 import time
+
+import pytest
 
 from conftest import REPORT
 from dbcluster import Session, probe, rows, wait_for
@@ -35,6 +43,7 @@ def assert_one_writable_and_following(c, r):
 
 # ------------------------------------------------------------------ 1. fencing
 
+@pytest.mark.all_servers
 def test_failover_fences_primary_behind_long_statement(cluster):
     """The old primary answers, but a long statement holds the lock that
     SET GLOBAL read_only needs.  Failover must not leave it writable: it kills
@@ -71,6 +80,7 @@ def test_failover_fences_primary_behind_long_statement(cluster):
         s.close()
 
 
+@pytest.mark.all_servers
 def test_failover_fence_failed_promotes_nothing(cluster):
     """When the old primary answers and cannot be fenced (here: a single
     attempt, FENCE_ATTEMPTS=1, blocked by a long statement), failover fails
@@ -133,6 +143,7 @@ def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
 
 # ------------------------------------------------------------------- 2. quorum
 
+@pytest.mark.all_servers
 def test_failover_without_quorum_promotes_nothing(cluster):
     """3 servers, QUORUM=2 (both replicas must be examined): with one replica
     down an acknowledged commit may sit only there, so nothing is promoted
@@ -193,6 +204,7 @@ def test_failover_single_server_restart_becomes_writable(world, request):
         c.close()
 
 
+@pytest.mark.all_servers
 def test_failover_restarted_primary_is_repromoted(cluster):
     """3 servers: the primary restarts (read-only).  It holds everything, so
     failover re-promotes it (no move) and the replicas keep following it;
@@ -611,6 +623,7 @@ def test_bootstrap_over_diverged_data_refuses(cluster):
     REPORT.append(f"bootstrap over diverged volumes: {rb.json['message'][:160]}")
 
 
+@pytest.mark.all_servers
 def test_bootstrap_waits_for_every_member_when_data_exists(cluster):
     c = cluster
     c.bootstrap()
@@ -644,6 +657,7 @@ def prestop(c, pod: str, primary_file, **env):
     return p.returncode, json.loads(lines[-1]) if lines else {}, p.stderr, time.time() - t0
 
 
+@pytest.mark.all_servers
 def test_prestop_waits_for_the_switchover(cluster):
     """The primary's preStop hook holds the container until the hook's
     switchover has moved the primary away, then lets it stop; other pods and
@@ -692,6 +706,7 @@ def test_prestop_waits_for_the_switchover(cluster):
 
 # ------------------------------------------------------------------ 31.1: epochs
 
+@pytest.mark.all_servers
 def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
     """Issue 31.1: a failover that cannot reach the old primary promotes (semi-sync
     holds what it acknowledged), but the old primary stays writable.  Once it learns
@@ -738,6 +753,7 @@ def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
                   f"(one agent round) once the file named {new} of epoch 1, then rejoined it")
 
 
+@pytest.mark.all_servers
 def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
     """Issue 31.1: a failover that could not reach db-0 left it writable, and the
     new primary has taken writes since.  A later role change that finds db-0
