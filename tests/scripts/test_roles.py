@@ -6,7 +6,7 @@ itself (issue 14).  Fixtures in conftest.py, harness in dbcluster.py.
 All of them run on MariaDB 10.11; those marked all_servers also on MySQL 9.7 and
 MariaDB 11.8 (issue 33).  The others failed on MySQL 9.7 when run there with
 MYSQL_HOOK_ALL_TESTS=1; those looked at fail in the test itself (`STOP SLAVE`,
-gone from MySQL 8.4; root writing on a replica past super_read_only), the rest
+gone from MySQL 8.4; root writing past super_read_only), the rest
 are not sorted yet into the test's MariaDB habits and the scripts' own faults."""
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ def test_failover_without_quorum_promotes_nothing(cluster):
 
 # --------------------------------------------- 4. a restarted primary comes back
 
+@pytest.mark.all_servers
 def test_failover_single_server_restart_becomes_writable(world, request):
     """A one-server cluster: the primary restarts read-only; failover.sh
     (PODS one member, QUORUM=0) makes it writable again, nothing lost."""
@@ -191,7 +192,8 @@ def test_failover_single_server_restart_becomes_writable(world, request):
         assert r.json["primary"] == "db-0" == r.json["from"] and r.json["promoted"] == "db-0", r
         assert r.json["semiSync"] is False and r.json["replicas"] == []
         assert not p.read_only()
-        assert p.value("SELECT @@rpl_semi_sync_master_enabled") == "0"
+        semisync = "rpl_semi_sync_source_enabled" if c.world.kind.mysql else "rpl_semi_sync_master_enabled"
+        assert p.value(f"SELECT @@{semisync}") == "0"
         t0 = time.time()
         p.query("INSERT INTO solo.x VALUES (51)")
         assert time.time() - t0 < 5, "a one-member primary must not wait for an acknowledgement"
