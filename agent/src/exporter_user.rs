@@ -33,7 +33,7 @@ use crate::{
     Failure, Report, Result,
     context::{self, Context, Env, Flavor, Secret},
     server::Server,
-    sql,
+    sql, waiting,
 };
 
 /// The account's name; `localhost` only.
@@ -54,15 +54,6 @@ pub fn statements(flavor: Flavor, password: &str) -> Vec<String> {
         format!("GRANT {monitor} ON *.* TO {account}"),
         format!("GRANT SELECT ON performance_schema.* TO {account}"),
     ]
-}
-
-fn waiting(pod: &str, reason: &str, message: String) -> Report {
-    Report {
-        pod: Some(pod.to_owned()),
-        reason: Some(reason.to_owned()),
-        message: Some(message),
-        ..Report::new("waiting")
-    }
 }
 
 /// Can the exporter log in with `password` through the socket, and ask something?

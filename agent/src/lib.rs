@@ -57,3 +57,15 @@ impl Failure {
 }
 
 pub type Result<T, E = Failure> = std::result::Result<T, E>;
+
+/// The report of a command that did nothing on `pod` and is to be tried again
+/// later (exit 75, as the scripts' `waiting`): not the server it acts on yet.
+#[must_use]
+pub fn waiting(pod: &str, reason: &str, message: String) -> Report {
+    Report {
+        pod: Some(pod.to_owned()),
+        reason: Some(reason.to_owned()),
+        message: Some(message),
+        ..Report::new("waiting")
+    }
+}

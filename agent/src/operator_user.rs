@@ -41,7 +41,7 @@ use crate::{
     Failure, Report, Result,
     context::{Context, Env, OPERATOR_USER, Secret},
     server::{Server, text},
-    sql,
+    sql, waiting,
 };
 
 /// The statements that make the operator account as it must be.
@@ -68,15 +68,6 @@ pub fn drop_root_remote(file_text: Option<&str>) -> bool {
 #[must_use]
 pub fn drop_root(host: &str) -> String {
     format!("DROP USER IF EXISTS {}", sql::account("root", host))
-}
-
-fn waiting(pod: &str, reason: &str, message: String) -> Report {
-    Report {
-        pod: Some(pod.to_owned()),
-        reason: Some(reason.to_owned()),
-        message: Some(message),
-        ..Report::new("waiting")
-    }
 }
 
 /// Can the operator log in over the network with `password`, and ask something?
