@@ -35,7 +35,7 @@
 //! the writable primary, or not answering on the socket; the sidecar tries again
 //! next round); errors `bad-env`, `login-failed`, `sql-failed`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::{
     Failure, Report, Result,
@@ -97,7 +97,7 @@ pub fn run(ctx: &Context, env: &dyn Env) -> Result<Report> {
     if ctx.root.is_none() {
         return Err(Failure::new("bad-env", "MYSQL_ROOT_PASSWORD_FILE is required (root logs in through the socket)"));
     }
-    let socket = PathBuf::from(env.var("SERVER_SOCKET").unwrap_or_else(|| "/var/run/mysqld/mysqld.sock".to_owned()));
+    let socket = crate::probe::socket(env);
     let not_primary =
         || waiting(&pod, "self-read-only", format!("{pod} is not writable; the primary sets the operator account"));
     let Ok(mut s) = Server::connect_socket(ctx, &pod, &socket) else {

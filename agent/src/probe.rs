@@ -193,13 +193,19 @@ pub struct Paths {
     pub max_lag_file: Option<PathBuf>,
 }
 
+/// The server's socket: `SERVER_SOCKET`, else where the server images put it.
+#[must_use]
+pub fn socket(env: &dyn Env) -> PathBuf {
+    env.var("SERVER_SOCKET").map_or_else(|| PathBuf::from("/var/run/mysqld/mysqld.sock"), PathBuf::from)
+}
+
 impl Paths {
     #[must_use]
     pub fn from_env(env: &dyn Env) -> Self {
         let path = |name: &str| env.var(name).map(PathBuf::from);
         Self {
             pod: env.var("POD_NAME").unwrap_or_else(|| "this server".to_owned()),
-            socket: path("SERVER_SOCKET").unwrap_or_else(|| PathBuf::from("/var/run/mysqld/mysqld.sock")),
+            socket: socket(env),
             primary_file: path("PRIMARY_FILE"),
             epoch_file: path("EPOCH_FILE"),
             initialized_file: path("INITIALIZED_FILE"),

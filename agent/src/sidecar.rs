@@ -180,6 +180,14 @@ fn step(scripts: &Path, script: &str) -> String {
     }
 }
 
+/// The result line of one of the agent's own steps, also written to the
+/// container's termination log (as the scripts do: it holds the last step's line).
+fn finished(env: &dyn Env, result: Result<protocol::Report>) -> String {
+    let line = result.unwrap_or_else(|f| f.report()).line();
+    crate::context::write_termination_log(env, "agent", &line);
+    line
+}
+
 /// The loop's memory: the last line of each step, and the TLS files last loaded.
 #[derive(Default)]
 struct Loop {
@@ -258,26 +266,17 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         if primary && (env.var("OPERATOR_PASSWORD_FILE").is_some() || env.var("OPERATOR_PASSWORD").is_some()) {
             // Read afresh each round, as the script was: a rotated operator
             // password (the mounted Secret) is set on the next round.
-            let line = Context::from_env(env.as_ref())
-                .and_then(|ctx| crate::operator_user::run(&ctx, env.as_ref()))
-                .unwrap_or_else(|f| f.report())
-                .line();
-            crate::context::write_termination_log(env.as_ref(), "agent", &line);
-            state.report("operator", line);
+            let result = Context::from_env(env.as_ref()).and_then(|ctx| crate::operator_user::run(&ctx, env.as_ref()));
+            state.report("operator", finished(env.as_ref(), result));
         }
         if primary && (env.var("EXPORTER_PASSWORD_FILE").is_some() || env.var("EXPORTER_PASSWORD").is_some()) {
-            let line = crate::exporter_user::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();
-            // As the scripts do: the container's termination log holds the last step's line.
-            crate::context::write_termination_log(env.as_ref(), "agent", &line);
-            state.report("exporter", line);
+            state.report("exporter", finished(env.as_ref(), crate::exporter_user::run(&prober.ctx, env.as_ref())));
         }
         if let Some(ca) = &tls_ca
             && let Some(files) = tls_files(ca)
             && state.tls_loaded.as_ref() != Some(&files)
         {
-            let line = crate::tls_reload::run(&prober.ctx, env.as_ref()).unwrap_or_else(|f| f.report()).line();
-            crate::context::write_termination_log(env.as_ref(), "agent", &line);
-            let line = state.report("tls", line);
+            let line = state.report("tls", finished(env.as_ref(), crate::tls_reload::run(&prober.ctx, env.as_ref())));
             if protocol::Report::parse(&line).result == "reloaded" {
                 state.tls_loaded = Some(files);
             }

@@ -24,8 +24,6 @@
 //! Report: `{"result":"reloaded"}`; errors `bad-env`, `reload-failed` (not
 //! answering on the socket, or the server refused the files).
 
-use std::path::PathBuf;
-
 use crate::{
     Failure, Report, Result,
     context::{Context, Env, Flavor},
@@ -47,7 +45,7 @@ pub fn statement(flavor: Flavor) -> &'static str {
 /// `bad-env`, `reload-failed`.
 pub fn run(ctx: &Context, env: &dyn Env) -> Result<Report> {
     let pod = env.var("POD_NAME").unwrap_or_else(|| "this server".to_owned());
-    let socket = PathBuf::from(env.var("SERVER_SOCKET").unwrap_or_else(|| "/var/run/mysqld/mysqld.sock".to_owned()));
+    let socket = crate::probe::socket(env);
     let stmt = statement(ctx.flavor);
     let failed = |why: String| Failure::new("reload-failed", format!("{stmt}: {why}"));
     let mut s = Server::connect_socket(ctx, &pod, &socket).map_err(|e| failed(e.to_string()))?;
