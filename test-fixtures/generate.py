@@ -344,6 +344,13 @@ def write(hook, scenario, body, raw=None):
             f.write("\n")
 
 
+def older_crd(hook, scenario, expect):
+    """Marks a scenario whose parent today's CRD refuses (it was stored under an
+    older one): the conformance test checks the API server refuses it with `expect`."""
+    with open(os.path.join(ROOT, hook, scenario, "older-crd.txt"), "w") as f:
+        f.write(expect + "\n")
+
+
 def job_named(response, purpose):
     """The name of the Job with this purpose in a hook answer."""
     return next(c["metadata"]["name"] for c in response["children"]
@@ -881,6 +888,13 @@ def main():
     # The bootstrap Job the running cluster keeps (the record of its first primary).
     live = observed(running["children"], kept_done(running["children"]))
     st = running["status"]
+    # Issue 30.8 and "bad input loses nothing": a refused user declaration (a
+    # system schema; a name whose Secret could be another cluster's) changes no
+    # user, and the generated Secrets applications mount stay as they are.
+    write("sync", "users-invalid-secrets-kept", request(
+        parent(status=st, users=[{"name": "app", "database": "app"}, {"name": "b_credentials", "database": "mysql"}]),
+        live, related(*pods([True, True, True]))))
+    older_crd("sync", "users-invalid-secrets-kept", "could be another cluster's")
     write("sync", "replica-not-ready", request(parent(status=st), live, related(*pods([True, True, False]))))
     write("sync", "scale-up", request(parent(replicas=5, status=st), live, related(*pods([True, True, True]))))
     write("sync", "scale-down", request(parent(replicas=2, status=st), live, related(*pods([True, True, True]))))

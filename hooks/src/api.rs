@@ -224,8 +224,12 @@ pub const DEFAULT_METRICS_NAMESPACE: &str = "monitoring";
 /// An application account.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.passwordSecret) || !(self.name.startsWith('user_') || self.name.contains('_user_') || self.name == 'credentials' || self.name.endsWith('_credentials') || self.name.endsWith('_exporter'))").message("a user whose Secret the hook generates may not start with user_, contain _user_, or end with credentials or exporter after a _: its Secret <cluster>-user-<user> could be another cluster's"))]
 pub struct UserSpec {
-    /// The account name (`<name>@'%'`). Not one of the hook's own accounts.
+    /// The account name (`<name>@'%'`). Not one of the hook's own accounts; without
+    /// a `passwordSecret`, not a name whose generated Secret could be another
+    /// cluster's (starting `user_`, containing `_user_`, ending `_credentials` or
+    /// `_exporter`, or `credentials`).
     #[schemars(regex(pattern = r"^[a-z][a-z0-9_]{0,31}$"))]
     #[x_kube(validation = Rule::new("!(self in ['root', 'repl', 'exporter', 'mysqlhook', 'mysql', 'mariadb.sys', 'mysql.sys', 'mysql.session', 'mysql.infoschema'])").message("a user may not be one of the server's or the hook's own accounts"))]
     pub name: String,

@@ -194,6 +194,11 @@ impl<'a> Observed<'a> {
         &self.request.related.secrets
     }
 
+    /// The observed Secret children.
+    pub fn secrets(&self) -> impl Iterator<Item = &'a k8s_openapi::api::core::v1::Secret> + use<'a> {
+        self.request.children.secrets.values()
+    }
+
     /// An observed Secret child.
     #[must_use]
     pub fn secret(&self, secret: &str) -> Option<&'a k8s_openapi::api::core::v1::Secret> {

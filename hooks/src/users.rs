@@ -73,6 +73,27 @@ pub const RESERVED_ACCOUNTS: &[&str] = &[
     "mysql.infoschema",
 ];
 
+/// Name parts that would make a generated Secret `<cluster>-user-<user>` another
+/// cluster's Secret (issue 30.8): user `b_credentials` of cluster `a` is
+/// `a-user-b-credentials`, the credentials Secret of cluster `a-user-b`; user
+/// `user_b` of cluster `a` is user `b` of cluster `a-user`. Without them the
+/// user's part of a Secret name is everything after its last `-user-`, and no
+/// user Secret ends as a cluster's own Secrets do (the tests below prove it).
+/// Users with a `passwordSecret` of their own get no generated Secret and may
+/// use them. The CRD's rule on `spec.users[]` lists the same parts.
+pub const COLLIDING_PREFIXES: &[&str] = &["user_"];
+/// See [`COLLIDING_PREFIXES`].
+pub const COLLIDING_INFIXES: &[&str] = &["_user_"];
+/// See [`COLLIDING_PREFIXES`]: `credentials` and `exporter` whole, or after a `_`.
+pub const COLLIDING_SUFFIXES: &[&str] = &["credentials", "exporter"];
+
+/// Whether a generated Secret of user `name` could be another cluster's Secret.
+fn collides(name: &str) -> bool {
+    COLLIDING_PREFIXES.iter().any(|p| name.starts_with(p))
+        || COLLIDING_INFIXES.iter().any(|i| name.contains(i))
+        || COLLIDING_SUFFIXES.iter().any(|s| name == *s || name.ends_with(&format!("_{s}")))
+}
+
 /// Why a declared user cannot be made, if it cannot: the CRD's rules, checked
 /// again here because a request may come from an older CRD (or none), and a
 /// database name reaches a GRANT.
@@ -87,6 +108,12 @@ pub fn refusal(u: &UserSpec) -> Option<String> {
         Some(format!("user {:?}: the name must match [a-z][a-z0-9_]{{0,31}}", u.name))
     } else if RESERVED_ACCOUNTS.contains(&u.name.as_str()) {
         Some(format!("user {}: the name is one of the server's or the hook's own accounts", u.name))
+    } else if u.password_secret.is_none() && collides(&u.name) {
+        Some(format!(
+            "user {}: its generated Secret <cluster>-user-{} could be another cluster's Secret (a name may not start with user_, contain _user_, or end with credentials or exporter after a _); rename it or give it a passwordSecret",
+            u.name,
+            u.name.replace('_', "-")
+        ))
     } else if !database_ok {
         Some(format!("user {}: database {:?} must match [A-Za-z0-9_]{{1,64}}", u.name, u.database))
     } else if SYSTEM_SCHEMAS.iter().any(|s| s.eq_ignore_ascii_case(&u.database)) {
@@ -164,7 +191,7 @@ pub fn plan(
             "InvalidUser",
             format!("{}; no user is changed until the declaration is fixed", refused.join("; ")),
         );
-        return keep_running(out, observed);
+        return hold_secrets(keep_running(out, observed), c, observed);
     }
     let mut sources = Vec::new();
     for u in &users {
@@ -188,7 +215,7 @@ pub fn plan(
                             u.name, r.name, r.key
                         ),
                     );
-                    return keep_running(out, observed);
+                    return hold_secrets(keep_running(out, observed), c, observed);
                 };
                 sources.push(Source::Own { secret: own, key: r.key.clone() });
             }
@@ -263,6 +290,30 @@ fn keep_running(mut out: Users, observed: &Observed<'_>) -> Users {
             })
             .map(jobs::keep),
     );
+    out
+}
+
+/// While a declaration is refused no user changes, so the generated Secrets
+/// observed stay as they are: left out of the answer, Metacontroller would delete
+/// them, and applications would lose their passwords (and get new ones once the
+/// declaration is fixed). Every Secret child but the cluster's own two is a user's.
+fn hold_secrets(mut out: Users, c: &Cluster, observed: &Observed<'_>) -> Users {
+    let held: Vec<Secret> = observed
+        .secrets()
+        .filter(|s| {
+            let name = s.metadata.name.as_deref().unwrap_or_default();
+            name != c.names.credentials
+                && name != c.names.exporter
+                && !out.secrets.iter().any(|o| o.metadata.name.as_deref() == Some(name))
+        })
+        .map(|s| Secret {
+            metadata: meta(s.metadata.name.as_deref().unwrap_or_default(), labels::common(&c.names, labels::DATABASE)),
+            type_: s.type_.clone(),
+            data: s.data.clone(),
+            ..Default::default()
+        })
+        .collect();
+    out.secrets.extend(held);
     out
 }
 
@@ -419,5 +470,65 @@ mod tests {
         let quoted = |names: &[&str]| names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
         assert!(crd.contains(&format!("!(self.lowerAscii() in [{}])", quoted(SYSTEM_SCHEMAS))), "database rule");
         assert!(crd.contains(&format!("!(self in [{}])", quoted(RESERVED_ACCOUNTS))), "name rule");
+
+        // The collision rule is in the CRD too, with the same parts.
+        for part in COLLIDING_PREFIXES.iter().chain(COLLIDING_INFIXES).chain(COLLIDING_SUFFIXES) {
+            assert!(crd.contains(&format!("'{part}'")) || crd.contains(&format!("'_{part}'")), "{part}");
+        }
+    }
+
+    /// Issue 30.8: the Secret names of two different clusters never meet. Names
+    /// are drawn from the parts that collide, so the property is exercised, and
+    /// the review's pair (`a` with `b_credentials`, `a-user-b`) is refused.
+    #[test]
+    fn no_user_secret_is_another_clusters_secret() {
+        use proptest::prelude::*;
+
+        let colliding = crate::names::Names::new("a").user_secret("b_credentials");
+        assert_eq!(colliding, crate::names::Names::new("a-user-b").credentials, "the pair the review found");
+        assert!(refusal(&user("b_credentials", "app")).is_some());
+        assert_eq!(
+            crate::names::Names::new("a").user_secret("user_b"),
+            crate::names::Names::new("a-user").user_secret("b")
+        );
+        assert!(refusal(&user("user_b", "app")).is_some());
+        // A user with a Secret of its own gets no generated one: nothing collides.
+        let own = UserSpec {
+            password_secret: Some(crate::api::PasswordSecretRef {
+                name: "mine".to_owned(),
+                key: "password".to_owned(),
+            }),
+            ..user("b_credentials", "app")
+        };
+        assert_eq!(refusal(&own), None);
+        for ok in ["app", "app_ro", "users", "app_user", "user", "userx_b", "exporters", "my_credentials2"] {
+            assert_eq!(refusal(&user(ok, "app")), None, "{ok}");
+        }
+
+        let parts = || prop::sample::select(vec!["a", "b", "user", "credentials", "exporter", "x1"]);
+        let cluster = prop::collection::vec(parts(), 1..5).prop_map(|p| p.join("-"));
+        let account = prop::collection::vec(parts(), 1..4).prop_map(|p| p.join("_"));
+        let secrets = |cluster: &str, users: &[String]| {
+            let n = crate::names::Names::new(cluster);
+            let mut all = vec![n.credentials.clone(), n.exporter.clone()];
+            all.extend(
+                users
+                    .iter()
+                    .filter(|u| u.starts_with(|c: char| c.is_ascii_lowercase()) && refusal(&user(u, "app")).is_none())
+                    .map(|u| n.user_secret(u)),
+            );
+            all
+        };
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let users = prop::collection::vec(account, 0..6);
+        let result = runner.run(&(cluster.clone(), users.clone(), cluster, users), |(a, ua, b, ub)| {
+            prop_assume!(a != b);
+            let theirs = secrets(&b, &ub);
+            for name in secrets(&a, &ua) {
+                prop_assert!(!theirs.contains(&name), "{name}: cluster {a} users {ua:?} and cluster {b} users {ub:?}");
+            }
+            Ok(())
+        });
+        assert!(result.is_ok(), "{result:?}");
     }
 }

@@ -21,6 +21,9 @@ c. for every golden response in test-fixtures/<hook>/<scenario>/response.json
      that Metacontroller replaces wholesale). Differences on a child whose
      updateStrategy is OnDelete are only noted; MYSQL_HOOK_CONFORMANCE_DIFFS=warn
      notes them for every child instead of failing;
+   - a scenario with older-crd.txt holds a parent stored under an older CRD: today's
+     must refuse it (HTTP 422, the file's text in the message), and its status is
+     not checked; otherwise
    - the response's status is accepted by the parent's status subresource and reads
      back exactly as sent (observedGeneration aside): nothing pruned, defaulted or
      normalised, because Metacontroller compares the stored status with the hook's
@@ -451,8 +454,37 @@ def check_fixtures(k8s: Cluster, fixtures_dir: Path, rep: Report, name_filter: s
         controller = request.get("controller") if isinstance(request.get("controller"), dict) else None
         for i, child in enumerate(children):
             check_child(k8s, fixture, ns, i, len(children), child, controller, rep)
-        if "status" in response:
+        older = sdir / "older-crd.txt"
+        if older.exists():
+            # A parent stored under an older CRD, which today's refuses: the hook must
+            # still answer it (and hold what it has); the API server proves the CRD
+            # now refuses it, with the file's message. Its status is not checked.
+            check_parent_refused(k8s, fixture, parent, older.read_text(encoding="utf-8").strip(), rep)
+        elif "status" in response:
             check_parent_status(k8s, fixture, parent, response["status"], rep)
+
+
+def check_parent_refused(k8s: Cluster, fixture: str, parent: dict, expect: str, rep: Report) -> None:
+    what = f"fixtures: {fixture}: {obj_name(parent)} (stored under an older CRD)"
+    obj = strip_server_fields(parent)
+    ns = obj["metadata"].get("namespace") or "default"
+    try:
+        k8s.create(obj, namespace=ns)
+    except ApiError as e:
+        message = server_message(e)
+        if e.code == 422 and expect in message:
+            rep.ok(f"{what} refused by today's CRD: {expect}")
+        else:
+            rep.fail(what, f"refused, but not with HTTP 422 and {expect!r}: {message}")
+        return
+    except HarnessError as e:
+        rep.fail(what, server_message(e))
+        return
+    rep.fail(what, f"accepted, but older-crd.txt says today's CRD refuses it with {expect!r}")
+    try:
+        k8s.delete(obj.get("apiVersion"), obj.get("kind"), obj["metadata"].get("name"), ns)
+    except (ApiError, HarnessError) as e:
+        rep.note(what, f"could not delete the parent afterwards: {server_message(e)}")
 
 
 def update_method(controller: dict | None, api_version: str, resource: str) -> str | None:
