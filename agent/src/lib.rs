@@ -24,6 +24,7 @@
 pub mod context;
 pub mod exporter_user;
 pub mod fence;
+pub mod inspect;
 pub mod operator_user;
 pub mod probe;
 pub mod server;

@@ -59,13 +59,14 @@ fn probe(env: &ProcessEnv, mode: &str) -> ExitCode {
 fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
     match command {
         "users" => agent::users::run(&Context::from_env(env)?, env),
+        "inspect" => agent::inspect::run(&Context::from_env(env)?, env),
         "exporter-user" => agent::exporter_user::run(&Context::from_env(env)?, env),
         "operator-user" => agent::operator_user::run(&Context::from_env(env)?, env),
         "tls-reload" => agent::tls_reload::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
-            format!("unknown command {other:?}; one of: users, operator-user, exporter-user, tls-reload"),
+            format!("unknown command {other:?}; one of: users, inspect, operator-user, exporter-user, tls-reload"),
         )),
     }
 }

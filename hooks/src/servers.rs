@@ -3,9 +3,10 @@
 //! The hook never talks to a server, and nothing in a pod may write to the
 //! Kubernetes API, so a server's replication state reaches the hook the way every
 //! in-cluster result does: through a Job's termination message. The `inspect` Job
-//! (`inspect.sh`) asks every member, read-only, for its GTID position, source,
-//! thread states, lag, last error, seeding mark and errant transactions, and
-//! writes one JSON line.
+//! (`mysql-hook-agent inspect`) asks every member, read-only, for its GTID
+//! position, source, thread states, lag, last error, seeding mark and errant
+//! transactions, and writes one JSON line ([`protocol::ServerReport`] per member;
+//! the line `inspect.sh` of earlier releases wrote parses the same).
 //!
 //! When: the Job is named after a *signature* of what Metacontroller shows the hook,
 //! the primary and every member's readiness (`<name>-inspect-<hash>`). Any change
@@ -23,7 +24,6 @@
 //! `role` and `ready` are observed on every sync.
 
 use k8s_openapi::{api::batch::v1::Job, apimachinery::pkg::apis::meta::v1::Time};
-use serde::Deserialize;
 
 use crate::{
     api::ServerStatus,
@@ -36,34 +36,6 @@ use crate::{
 
 /// The purpose (name part and label) of the inspection Jobs.
 pub const INSPECT: &str = "inspect";
-
-/// One server as `inspect.sh` reports it.
-#[derive(Deserialize, Debug, Default, Clone)]
-#[serde(rename_all = "camelCase")]
-struct Reported {
-    name: String,
-    up: Option<bool>,
-    writable: Option<bool>,
-    source: Option<String>,
-    io: Option<String>,
-    sql: Option<String>,
-    lag: Option<i64>,
-    error: Option<String>,
-    gtid: Option<String>,
-    #[serde(default)]
-    seeding: bool,
-    errant: Option<String>,
-}
-
-#[derive(Deserialize, Debug, Default)]
-struct Inspected {
-    result: String,
-    /// The primary the inspection was run for.
-    #[serde(default)]
-    primary: String,
-    #[serde(default)]
-    servers: Vec<Reported>,
-}
 
 /// The inspection Jobs to emit and `status.servers`.
 #[derive(Debug, Default)]
@@ -102,7 +74,7 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
         .filter_map(|j| {
             let name = j.metadata.name.as_deref()?;
             let (at, line) = observed.job_result_at(name)?;
-            let inspected: Inspected = serde_json::from_str(line).ok()?;
+            let inspected: protocol::Report = serde_json::from_str(line).ok()?;
             (inspected.result == "inspected").then_some((at, name, j, inspected))
         })
         .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
@@ -124,7 +96,7 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
             let role = if name == c.primary { "primary" } else { "replica" };
             let mut s = ServerStatus { name, role: role.to_owned(), ready, ..ServerStatus::default() };
             if let Some((at, _, _, inspected)) = &newest
-                && let Some(r) = inspected.servers.iter().find(|r| r.name == s.name)
+                && let Some(r) = inspected.servers.iter().flatten().find(|r| r.name == s.name)
             {
                 s.inspected_at =
                     at.map(|t| Time(k8s_openapi::jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)));
@@ -151,7 +123,7 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
     // Only an inspection of the current primary says who else is writable: one run
     // before a role change names the old primary writable, as it then was.
     let second_writers = match &newest {
-        Some((_, _, _, inspected)) if inspected.primary == c.primary => {
+        Some((_, _, _, inspected)) if inspected.primary.as_deref() == Some(c.primary.as_str()) => {
             servers.iter().filter(|s| s.name != c.primary && s.writable == Some(true)).map(|s| s.name.clone()).collect()
         }
         _ => Vec::new(),
@@ -168,7 +140,7 @@ fn build(c: &Cluster, name: &str) -> Job {
         &job::JobRequest {
             purpose: INSPECT,
             suffix,
-            program: job::Program::Script("inspect.sh"),
+            program: job::Program::Agent("inspect"),
             env: vec![pod::env("PRIMARY", c.primary.clone())],
         },
     );

@@ -14,4 +14,4 @@
 pub mod gtid;
 pub mod report;
 
-pub use report::Report;
+pub use report::{Report, ServerReport};

@@ -82,9 +82,54 @@ pub struct Report {
     /// A human-readable account of what happened or went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// An inspection: what each member says about itself, in member order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<Vec<ServerReport>>,
     /// Fields were left out to keep the line short enough.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+}
+
+/// One member as an inspection (`mysql-hook-agent inspect`, `inspect.sh` before
+/// it) reports it: keys only when known.
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerReport {
+    pub name: String,
+    /// `false` when it does not answer (nothing else is known then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
+    /// `read_only` is OFF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writable: Option<bool>,
+    /// The member (or `host:port`) it replicates from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Receiver and applier state: `Yes`, `No`, `Connecting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sql: Option<String>,
+    /// Seconds behind its source, when the server knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<i64>,
+    /// The last replication error (receiver, then applier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its GTID position (MySQL `gtid_executed`, MariaDB `gtid_binlog_pos`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// It holds a partial copy (a seed in progress).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub seeding: bool,
+    /// Transactions the primary lacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errant: Option<String>,
+    /// On the primary: semi-sync enabled as a source, and its connected clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semi_sync_clients: Option<i64>,
 }
 
 impl Report {
@@ -147,6 +192,18 @@ impl Report {
                     m.truncate(keep);
                     m.push_str("...");
                 }
+                _ if r.servers.as_ref().is_some_and(|v| v.iter().any(|s| s.gtid.is_some() || s.error.is_some())) => {
+                    // An inspection of many members: their GTID texts, then their
+                    // errors, go before what the hook acts on (`writable`, `errant`).
+                    let gtids = r.servers.iter().flatten().any(|s| s.gtid.is_some());
+                    for s in r.servers.iter_mut().flatten() {
+                        if gtids {
+                            s.gtid = None;
+                        } else {
+                            s.error = None;
+                        }
+                    }
+                }
                 _ => {
                     // Only short fields are left: drop the free-text ones.
                     if r.message.take().is_none() && r.gtid.take().is_none() && r.location.take().is_none() {
@@ -181,6 +238,39 @@ mod tests {
         assert_eq!((backup.source.as_deref(), backup.bytes), (Some("db-1"), Some(10)));
         // A log tail instead of a line.
         assert_eq!(Report::parse("Killed\n").message.as_deref(), Some("Killed"));
+    }
+
+    #[test]
+    fn reads_the_line_of_inspect_sh() {
+        let line = r#"{"result":"inspected","primary":"db-0","servers":[{"name":"db-0","up":true,"writable":true,"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042","semiSync":true,"semiSyncClients":2},{"name":"db-1","up":true,"writable":false,"source":"db-0","io":"Yes","sql":"Yes","lag":0,"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:1-1042","seeding":true,"errant":"0-2-1"},{"name":"db-2","up":false}]}"#;
+        let r = Report::parse(line);
+        let servers = r.servers.clone().unwrap_or_default();
+        assert_eq!((r.result.as_str(), r.primary.as_deref(), servers.len()), ("inspected", Some("db-0"), 3));
+        assert_eq!(servers[0].semi_sync_clients, Some(2));
+        assert!(servers[1].seeding && servers[1].errant.as_deref() == Some("0-2-1") && servers[1].lag == Some(0));
+        assert_eq!(servers[2].up, Some(false));
+        // and writes it back as the script did
+        assert_eq!(r.line(), line);
+    }
+
+    #[test]
+    fn long_inspections_keep_what_the_hook_acts_on() {
+        let member = |i: usize| ServerReport {
+            name: format!("db-{i}"),
+            up: Some(true),
+            writable: Some(i == 0),
+            gtid: Some("x".repeat(400)),
+            error: Some("e".repeat(160)),
+            errant: Some("0-9-1".to_owned()),
+            ..ServerReport::default()
+        };
+        let r = Report { servers: Some((0..9).map(member).collect()), ..Report::new("inspected") };
+        let line = r.line();
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        let back = Report::parse(&line);
+        let servers = back.servers.unwrap_or_default();
+        assert!(back.truncated && servers.len() == 9);
+        assert!(servers.iter().all(|s| s.errant.is_some() && s.writable.is_some()));
     }
 
     #[test]

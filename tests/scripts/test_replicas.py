@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import REPORT
 from dbcluster import APP_PASSWORD, Cluster, Writer, probe, rows, wait_for
 
@@ -497,44 +499,56 @@ def test_primary_semisync_follows_membership(world, request):
         c.close()
 
 
+@pytest.mark.all_servers
 def test_inspect_reports_every_server(cluster):
-    """inspect.sh: one line with what each member says about itself (the
+    """The agent's inspect: one line with what each member says about itself (the
     hook's status.servers), changing nothing; an unreachable, a lagging with
-    an error, a seeding and an errant server each show as such."""
+    an error, a seeding (MariaDB's mark) and an errant server each show as such."""
     import json as _json
     c = cluster
+    mysql = c.world.kind.mysql
     c.bootstrap()
     p = c["db-0"]
     p.query("INSERT INTO hook.t VALUES (1, 'a', @@server_id, NOW(6))", user="app")
     c.wait_synced(p)
     before = c.state()
-    r = c.run("inspect.sh", PRIMARY="db-0")
+    r = c.run("inspect", PRIMARY="db-0")
     assert r.rc == 0 and r.json["result"] == "inspected" and r.json["primary"] == "db-0", r
     s = {x["name"]: x for x in r.json["servers"]}
     assert s["db-0"]["writable"] is True and s["db-0"]["semiSync"] is True and s["db-0"]["semiSyncClients"] == 2
-    assert "source" not in s["db-0"]
+    assert "source" not in s["db-0"] and s["db-0"]["gtid"] == p.gtid_position()[:120]
     for n in ("db-1", "db-2"):
         assert s[n]["writable"] is False and s[n]["source"] == "db-0", s[n]
         assert (s[n]["io"], s[n]["sql"], s[n]["lag"]) == ("Yes", "Yes", 0), s[n]
-        assert s[n]["gtid"] == p.value("SELECT @@gtid_binlog_pos") and "errant" not in s[n]
-    assert c.state() == before, "inspect.sh changes nothing"
-    # an applier error on db-1, db-2 down, a seeding mark on a new db-3
+        assert s[n]["gtid"] == p.gtid_position()[:120] and "errant" not in s[n]
+    assert c.state() == before, "inspect changes nothing"
+    # an applier error on db-1, db-2 down, a new db-3 (seeding mark on MariaDB)
     r1 = c["db-1"]
-    r1.query("SET GLOBAL read_only=OFF; SET sql_log_bin=0; INSERT INTO hook.t VALUES (2, 'x', 0, NOW()); "
-             "SET GLOBAL read_only=ON")
+    own = "SET sql_log_bin=0; INSERT INTO hook.t VALUES (2, 'x', 0, NOW())"
+    if mysql:
+        r1.query(f"SET GLOBAL super_read_only=OFF; {own}; SET GLOBAL super_read_only=ON")
+    else:
+        r1.query(f"SET GLOBAL read_only=OFF; {own}; SET GLOBAL read_only=ON")
     p.query("INSERT INTO hook.t VALUES (2, 'y', @@server_id, NOW(6))", user="app")
     wait_for(lambda: r1.replica_status().get("Slave_SQL_Running") == "No", timeout=30, what="applier error")
     c["db-2"].kill()
     new = c.add("db-3")
-    new.query("SET sql_log_bin=0; CREATE DATABASE _mysqlhook; CREATE TABLE _mysqlhook.seeding (id INT PRIMARY KEY)")
-    # and an errant transaction on db-3 (its own server id)
-    new.query("CREATE DATABASE own")
-    r = c.run("inspect.sh", PRIMARY="db-0")
+    if not mysql:
+        new.query("SET sql_log_bin=0; CREATE DATABASE _mysqlhook; CREATE TABLE _mysqlhook.seeding (id INT PRIMARY KEY)")
+    # and an errant transaction on db-3 (its own server id, or its server_uuid)
+    if mysql:
+        new.query("SET GLOBAL super_read_only=OFF; CREATE DATABASE own; SET GLOBAL super_read_only=ON")
+        errant = f"{new.value('SELECT @@server_uuid')}:1"
+    else:
+        new.query("CREATE DATABASE own")
+        errant = "0-4-1"
+    r = c.run("inspect", PRIMARY="db-0")
     s = {x["name"]: x for x in r.json["servers"]}
     assert r.rc == 0 and list(s) == ["db-0", "db-1", "db-2", "db-3"], r
     assert s["db-1"]["sql"] == "No" and "Duplicate entry" in s["db-1"]["error"] and "lag" not in s["db-1"], s
     assert s["db-2"] == {"name": "db-2", "up": False}
-    assert s["db-3"]["seeding"] is True and s["db-3"]["errant"] == "0-4-1" and "source" not in s["db-3"], s
+    assert s["db-3"].get("seeding", False) is (not mysql), s
+    assert s["db-3"]["errant"] == errant and "source" not in s["db-3"], s
     assert len(r.line) < 4000
     _json.loads(r.line)
 
