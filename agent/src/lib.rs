@@ -26,6 +26,7 @@ pub mod exporter_user;
 pub mod fence;
 pub mod inspect;
 pub mod operator_user;
+pub mod prestop;
 pub mod probe;
 pub mod server;
 pub mod sidecar;

@@ -16,6 +16,11 @@ fn main() -> ExitCode {
     if command == "probe" {
         return probe(&env, &std::env::args().nth(2).unwrap_or_default());
     }
+    if command == "prestop" {
+        // A preStop hook never fails and writes no termination log (mysqld's).
+        println!("{}", agent::prestop::run(&env).line());
+        return ExitCode::SUCCESS;
+    }
     if command == "sidecar" {
         return match agent::sidecar::run(std::sync::Arc::new(ProcessEnv)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -66,7 +71,9 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
-            format!("unknown command {other:?}; one of: users, inspect, operator-user, exporter-user, tls-reload"),
+            format!(
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload"
+            ),
         )),
     }
 }

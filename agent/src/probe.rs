@@ -217,7 +217,7 @@ impl Paths {
 }
 
 /// A file's first line without whitespace; `None` when unreadable or empty.
-fn first_line(env: &dyn Env, path: Option<&Path>) -> Option<String> {
+pub fn first_line(env: &dyn Env, path: Option<&Path>) -> Option<String> {
     let bytes = env.read(path?).ok()?;
     let line: String = String::from_utf8_lossy(&bytes).lines().next()?.split_whitespace().collect();
     (!line.is_empty()).then_some(line)

@@ -82,6 +82,12 @@ pub struct Report {
     /// A human-readable account of what happened or went wrong.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// A preStop hook: how long it held the container (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited: Option<i64>,
+    /// A preStop hook: the writable primary it saw take over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_primary: Option<String>,
     /// An inspection: what each member says about itself, in member order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<Vec<ServerReport>>,

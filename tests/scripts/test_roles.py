@@ -677,19 +677,19 @@ def test_bootstrap_waits_for_every_member_when_data_exists(cluster):
 # ------------------------------------------------------------------ 8. drain
 
 def prestop(c, pod: str, primary_file, **env):
-    """Run prestop.sh as the kubelet runs a preStop exec hook (no termination
-    log of its own); returns (exit code, JSON line, stderr, seconds)."""
+    """Run the agent's prestop as the kubelet runs a preStop exec hook (no
+    termination log of its own); returns (exit code, JSON line, stderr, seconds)."""
     import json
     import os
     import subprocess
-    from dbcluster import OPERATOR_PASSWORD, ROOT_PASSWORD, SCRIPTS
-    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": "mariadb", "POD_NAME": pod,
+    from dbcluster import AGENT, OPERATOR_PASSWORD, ROOT_PASSWORD
+    full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": c.world.kind.flavor, "POD_NAME": pod,
             "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "TMPDIR": str(c.world.root),
             "MYSQL_ROOT_PASSWORD": ROOT_PASSWORD, "OPERATOR_PASSWORD": OPERATOR_PASSWORD,
             "TERMINATION_LOG": str(c.world.root / "must-not-be-written")}
     full.update({k: str(v) for k, v in env.items()})
     t0 = time.time()
-    p = subprocess.run(["bash", str(SCRIPTS / "prestop.sh")], env=full, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([str(AGENT), "prestop"], env=full, capture_output=True, text=True, timeout=300)
     lines = [x for x in p.stdout.splitlines() if x.strip()]
     assert not (c.world.root / "must-not-be-written").exists()
     return p.returncode, json.loads(lines[-1]) if lines else {}, p.stderr, time.time() - t0
@@ -709,7 +709,7 @@ def test_prestop_waits_for_the_switchover(cluster):
     t = threading.Thread(target=lambda: box.setdefault("r", prestop(c, "db-0", pf, PRESTOP_WAIT=60)), daemon=True)
     t.start()
     time.sleep(3)
-    assert t.is_alive(), f"prestop.sh of the primary returned before any switchover: {box}"
+    assert t.is_alive(), f"prestop of the primary returned before any switchover: {box}"
     rs = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
     t_switched = time.time()
     assert rs.rc == 0 and rs.json["result"] == "switched", rs
@@ -718,12 +718,11 @@ def test_prestop_waits_for_the_switchover(cluster):
     rc, line, err, secs = box["r"]
     after = time.time() - t_switched
     assert rc == 0 and line["result"] == "handed-over" and line["newPrimary"] == "db-1", (line, err)
-    assert after < 3, f"prestop.sh returned {after:.1f}s after the switchover"
+    assert after < 3, f"prestop returned {after:.1f}s after the switchover"
     # the file is stale (still db-0): db-1 is writable, so it is the primary and waits;
-    # with no switchover coming it gives up at PRESTOP_WAIT (bash SECONDS: whole
-    # seconds, so 1-2 s for 2), exit 0
+    # with no switchover coming it gives up at PRESTOP_WAIT (2 s), exit 0
     rc1, l1, _, s1 = prestop(c, "db-1", pf, PRESTOP_WAIT=2)
-    assert rc1 == 0 and l1["result"] == "timeout" and 1 <= s1 < 8, (l1, s1)
+    assert rc1 == 0 and l1["result"] == "timeout" and 2 <= s1 < 8, (l1, s1)
     # a replica: at once
     rc2, l2, _, s2 = prestop(c, "db-2", pf)
     assert rc2 == 0 and l2["result"] == "not-primary" and s2 < 3, (l2, s2)
@@ -737,7 +736,7 @@ def test_prestop_waits_for_the_switchover(cluster):
     c["db-2"].kill()
     rc5, l5, _, _ = prestop(c, "db-2", pf)
     assert rc5 == 0 and l5["result"] == "self-unreachable", l5
-    REPORT.append(f"prestop.sh: primary held {secs:.1f}s, returned {after:.2f}s after the switchover "
+    REPORT.append(f"prestop: primary held {secs:.1f}s, returned {after:.2f}s after the switchover "
                   f"(switchover.sh {rs.seconds:.1f}s, frozenMs {rs.json.get('frozenMs')}); timeout case {s1:.1f}s; "
                   f"replica {s2:.2f}s")
 

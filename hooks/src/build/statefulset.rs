@@ -226,7 +226,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
                 // the grace period, has passed): seconds of refused writes, not a failover.
                 lifecycle: Some(Lifecycle {
                     pre_stop: Some(LifecycleHandler {
-                        exec: Some(ExecAction { command: Some(pod::run_script("prestop.sh")) }),
+                        exec: Some(ExecAction { command: Some(pod::Program::Agent("prestop").command()) }),
                         ..Default::default()
                     }),
                     ..Default::default()
