@@ -472,8 +472,16 @@ mod tests {
         assert!(crd.contains(&format!("!(self in [{}])", quoted(RESERVED_ACCOUNTS))), "name rule");
 
         // The collision rule is in the CRD too, with the same parts.
-        for part in COLLIDING_PREFIXES.iter().chain(COLLIDING_INFIXES).chain(COLLIDING_SUFFIXES) {
-            assert!(crd.contains(&format!("'{part}'")) || crd.contains(&format!("'_{part}'")), "{part}");
+        for p in COLLIDING_PREFIXES {
+            assert!(crd.contains(&format!("self.name.startsWith('{p}')")), "prefix {p}");
+        }
+        for i in COLLIDING_INFIXES {
+            assert!(crd.contains(&format!("self.name.contains('{i}')")), "infix {i}");
+        }
+        for s in COLLIDING_SUFFIXES {
+            assert!(crd.contains(&format!("self.name.endsWith('_{s}')")), "suffix _{s}");
+            // The whole name: refused by this rule, or by the reserved-name one.
+            assert!(crd.contains(&format!("self.name == '{s}'")) || RESERVED_ACCOUNTS.contains(s), "name {s}");
         }
     }
 

@@ -76,9 +76,33 @@ LEFT_OUT: list[str] = []
 
 def pytest_collection_modifyitems(config, items):
     from dbcluster import SERVER_KIND_NAME
+    select_for_server(config, items, SERVER_KIND_NAME)
+    select_shard(items)
+
+
+def select_shard(items):
+    """MYSQL_HOOK_SHARD=K/N: run every N-th test from the K-th (1-based), so N
+    processes with K = 1..N run the selection between them, each test once
+    (tests/real_servers.rs runs them at the same time). Neighbouring tests, often
+    alike in length, go to different shards."""
+    spec = os.environ.get("MYSQL_HOOK_SHARD")
+    if not spec:
+        return
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+        if not 1 <= k <= n:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(f"MYSQL_HOOK_SHARD={spec!r}: expected K/N with 1 <= K <= N") from None
+    total = len(items)
+    items[:] = items[k - 1::n]
+    REPORT.append(f"shard {k}/{n}: {len(items)} of the {total} tests selected")
+
+
+def select_for_server(config, items, server):
     # MYSQL_HOOK_ALL_TESTS=1: every test on any server, to see what a script's
     # other branch does before it is marked (never set by the suites of cargo test).
-    if SERVER_KIND_NAME == "mariadb" or os.environ.get("MYSQL_HOOK_ALL_TESTS") == "1":
+    if server == "mariadb" or os.environ.get("MYSQL_HOOK_ALL_TESTS") == "1":
         return
     keep, left = [], []
     for item in items:
@@ -87,5 +111,5 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=left)
         items[:] = keep
         LEFT_OUT.extend(item.nodeid for item in left)
-        REPORT.append(f"{SERVER_KIND_NAME}: {len(keep)} tests run; {len(left)} left out, whose operations are "
+        REPORT.append(f"{server}: {len(keep)} tests run; {len(left)} left out, whose operations are "
                       "not yet proven on this server (issues 32, 33)")

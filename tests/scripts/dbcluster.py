@@ -43,7 +43,7 @@ REPO = HERE.parent.parent
 def _installed_scripts() -> Path:
     """The scripts as pods get them: `mysql-hook install-scripts DIR` (the first
     init container of every pod) when MYSQL_HOOK_BIN names the binary, as
-    tests/mariadb_scripts.rs does; otherwise hooks/scripts itself."""
+    tests/real_servers.rs does; otherwise hooks/scripts itself."""
     binary = os.environ.get("MYSQL_HOOK_BIN")
     if not binary:
         return REPO / "hooks" / "scripts"

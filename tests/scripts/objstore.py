@@ -7,12 +7,14 @@ skips, when they cannot be had."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -30,6 +32,9 @@ SECRET_KEY = "hook-test-secret-key"
 
 
 def minio_binary() -> Path:
+    """MinIO, built once into the cache. The suites run in shards at the same
+    time (tests/real_servers.rs), so the build holds a lock: one shard builds,
+    the others wait for it and find the binary."""
     out = CACHE / f"minio-{MINIO_VERSION}"
     exe = out / "minio"
     if exe.exists():
@@ -37,9 +42,13 @@ def minio_binary() -> Path:
     if not shutil.which("go"):
         raise SetupError("go is needed to build MinIO (the S3 server the tests run)")
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, GOBIN=str(out), CGO_ENABLED="0")
-    r = subprocess.run(["go", "install", "-trimpath", "-ldflags=-s", f"{MINIO_MODULE}@{MINIO_VERSION}"],
-                       env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=3000)
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exe.exists():
+            return exe
+        env = dict(os.environ, GOBIN=str(out), CGO_ENABLED="0")
+        r = subprocess.run(["go", "install", "-trimpath", "-ldflags=-s", f"{MINIO_MODULE}@{MINIO_VERSION}"],
+                           env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=3000)
     if r.returncode != 0 or not exe.exists():
         raise SetupError("building MinIO failed:\n" + r.stderr[-3000:])
     return exe
@@ -180,3 +189,12 @@ def run_s3(store: ObjectStore, command: str, env: dict[str, str], staging: Path,
     text = Path(term).read_text()
     os.unlink(term)
     return S3Result(proc, text)
+
+
+if __name__ == "__main__":
+    # `python3 tests/scripts/objstore.py`: build MinIO now (tests/real_servers.rs
+    # starts it beside the first shards, so no shard waits for it long).
+    try:
+        print(minio_binary())
+    except SetupError as e:
+        sys.exit(f"objstore: {e}")

@@ -501,8 +501,10 @@ def test_switchover_catches_up_before_fencing(cluster):
     fill(c["db-0"], 1, 10)
     c.wait_synced(c["db-0"])
     lock = _block_applier(c, "db-1")
-    wa = Writer(c["db-0"], 1000, "a", stop_on_error=False, max_seconds=12)
-    wb = Writer(c["db-1"], 5_000_000, "b", stop_on_error=False, max_seconds=12)
+    # The writers run until the switchover is over and db-1 has taken a write, not
+    # for a fixed time: on a loaded machine a fixed 12 s ended before db-1 opened.
+    wa = Writer(c["db-0"], 1000, "a", stop_on_error=False, max_seconds=180)
+    wb = Writer(c["db-1"], 5_000_000, "b", stop_on_error=False, max_seconds=180)
     poll = ReadOnlyPoller([c["db-0"], c["db-1"]])
     wa.start()
     wb.start()
@@ -518,10 +520,12 @@ def test_switchover_catches_up_before_fencing(cluster):
         _release(c, lock)
         t.join(120)
         r = box["r"]
+        if r.rc == 0:
+            wait_for(lambda: wb.acked, 30, what="a write acknowledged by db-1 after the switchover")
     finally:
         lock.close()
-        wa.join(60)
-        wb.join(60)
+        wa.stop()
+        wb.stop()
         poll.stop()
     assert r.rc == 0 and r.json["result"] == "switched" and r.json["primary"] == "db-1", r
     assert writable_during_wait, "the primary was made read-only while TARGET was still catching up"

@@ -406,15 +406,21 @@ def test_failover_skips_errant_replica(cluster):
 def test_switchover(cluster):
     cluster.bootstrap()
     # writers against every server at once: only the current primary may accept
-    wa = Writer(cluster["db-0"], 1, "a", stop_on_error=False, max_seconds=8)
-    wb = Writer(cluster["db-1"], 1_000_000, "b", stop_on_error=False, max_seconds=8)
-    wc = Writer(cluster["db-2"], 2_000_000, "c", stop_on_error=False, max_seconds=8)
+    # They run until db-1 has taken writes after the switchover, not for a fixed
+    # time, which a loaded machine can use up before db-1 opens.
+    wa = Writer(cluster["db-0"], 1, "a", stop_on_error=False, max_seconds=180)
+    wb = Writer(cluster["db-1"], 1_000_000, "b", stop_on_error=False, max_seconds=180)
+    wc = Writer(cluster["db-2"], 2_000_000, "c", stop_on_error=False, max_seconds=180)
     for w in (wa, wb, wc):
         w.start()
-    time.sleep(2.5)
-    r = cluster.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
-    for w in (wa, wb, wc):
-        w.join(120)
+    try:
+        wait_for(lambda: wa.acked and wc.errors, 30, what="db-0 taking writes and db-2 refusing them")
+        r = cluster.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+        if r.rc == 0:
+            wait_for(lambda: len(wb.acked) >= 3, 30, what="writes acknowledged by db-1 after the switchover")
+    finally:
+        for w in (wa, wb, wc):
+            w.stop()
     assert r.rc == 0 and r.json["result"] == "switched", r
     assert r.json["primary"] == "db-1" and r.json["from"] == "db-0"
     assert sorted(r.json["replicas"]) == ["db-0", "db-2"]
