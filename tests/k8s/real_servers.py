@@ -211,6 +211,31 @@ class Db:
 
     # ------------------------------------------------------------ diagnostics
 
+    def brief(self) -> str:
+        """One line of what explains a role change that did not happen: the status's
+        operation, drain and failover records, its conditions that are not True, and
+        the role Jobs with their results. On one line because CI shows the FAIL
+        lines' reasons, not the state printed around them."""
+        try:
+            st = self.status()
+            conds = ", ".join(f"{c.get('type')}={c.get('status')} {c.get('reason')}"
+                              for c in st.get("conditions") or [] if c.get("status") != "True")
+            jobs = []
+            for j in self.jobs():
+                purpose = (j["metadata"].get("labels") or {}).get("mysqlhook.dev/purpose")
+                if purpose not in ("failover", "switchover"):
+                    continue
+                js = j.get("status") or {}
+                msg = " ".join(json.dumps((c.get("message") or "")[:200]) for c in js.get("conditions") or []
+                               if c.get("type") == "Failed")
+                jobs.append(f"{j['metadata']['name']}(succeeded={js.get('succeeded', 0)} failed={js.get('failed', 0)} "
+                            f"active={js.get('active', 0)}{' ' + msg if msg else ''})")
+            return (f"status: operation={json.dumps(st.get('operation'))} "
+                    f"drainSwitchover={json.dumps(st.get('drainSwitchover'))} failover={json.dumps(st.get('failover'))}; "
+                    f"not True: {conds or 'none'}; role Jobs: {' '.join(jobs) or 'none'}")
+        except (ApiError, OSError) as e:
+            return f"(status unreadable: {e})"
+
     def describe(self) -> str:
         """What a failure message needs: status, pods, Jobs and their results, logs."""
         out = []
@@ -764,18 +789,24 @@ def s2_failover(run: Run) -> None:
             say(f"deleted pod {old}")
         judge.wait_writes(t + 0.5, count=20, timeout=300)
         say(f"after {how} of {old}: writes acknowledged again {time.monotonic() - t:.0f}s later")
-        st = db.wait_running(3, timeout=600)
         # The role change is recorded when the hook sees its Job succeeded, which
         # can be after the writes resumed (and, for a re-promotion, after Running).
+        # A deleted primary keeps serving while its preStop hook waits (up to 90 s)
+        # for the drain's switchover, which may retry; past that its server stops and
+        # the failover (grace period, Job) moves the role. So the change is waited for
+        # as long as that design allows, before Running (which a status the hook has
+        # not yet rewritten since the deletion still shows).
         moved = (lambda c: c[0] == "Failover" and c[1] == old) if how == "kill" else \
             (lambda c: c[1] == old and c[2] != old)
         try:
-            db.wait(f"a role change from {old}", lambda: any(moved(c) for c in role_changes(db, before)), 60)
+            db.wait(f"a role change from {old}", lambda: any(moved(c) for c in role_changes(db, before)), 300)
         except StepFailed:
             pass  # judged below, with what was seen
+        db.wait_running(3, timeout=600)
         st = db.status()
         changes = role_changes(db, before)
-        say(f"after {how}: primary {old} -> {st.get('primary')}; role changes {changes}")
+        say(f"after {how}: primary {old} -> {st.get('primary')}; role changes {changes} "
+            f"({time.monotonic() - t:.0f}s after the {how})")
         if how == "kill":
             # A failover, possibly back to the restarted old primary (it comes back
             # read-only; when no replica is ahead of it, it may be promoted again).
@@ -785,7 +816,7 @@ def s2_failover(run: Run) -> None:
         elif st.get("primary") == old or not any(c[1] == old and c[2] != old for c in changes):
             # A deleted primary pod: a failover, or a hand-over while it terminates.
             raise StepFailed(f"the role did not move away from {old} after its pod was deleted: primary "
-                             f"{st.get('primary')}, role changes {changes}")
+                             f"{st.get('primary')}, role changes {changes}; {db.brief()}")
 
 
 def switchover(run: Run, db: Db, target: str, timeout: float = 300) -> None:
@@ -1821,7 +1852,7 @@ def print_table(rows: list[Row]) -> None:
         if r.result in ("XPASS", "FAIL") and r.detail:
             # The reason only: the state that went with it was printed when it failed.
             reason = " | ".join(line for line in r.detail.splitlines() if line and not line.startswith(" "))
-            print(f"  {r.result} {r.scenario}: {reason[:800]}")
+            print(f"  {r.result} {r.scenario}: {reason[:1600]}")
     sys.stdout.flush()
 
 
