@@ -221,10 +221,7 @@ class Db:
             conds = ", ".join(f"{c.get('type')}={c.get('status')} {c.get('reason')}"
                               for c in st.get("conditions") or [] if c.get("status") != "True")
             jobs = []
-            for j in self.jobs():
-                purpose = (j["metadata"].get("labels") or {}).get("mysqlhook.dev/purpose")
-                if purpose not in ("failover", "switchover"):
-                    continue
+            for j in self.jobs("failover") + self.jobs("switchover"):
                 js = j.get("status") or {}
                 msg = " ".join(json.dumps((c.get("message") or "")[:200]) for c in js.get("conditions") or []
                                if c.get("type") == "Failed")
@@ -812,7 +809,7 @@ def s2_failover(run: Run) -> None:
             # read-only; when no replica is ahead of it, it may be promoted again).
             if not any(c[0] == "Failover" and c[1] == old for c in changes):
                 raise StepFailed(f"no failover from {old} after its mysqld was killed: primary {st.get('primary')}, "
-                                 f"role changes {changes}")
+                                 f"role changes {changes}; {db.brief()}")
         elif st.get("primary") == old or not any(c[1] == old and c[2] != old for c in changes):
             # A deleted primary pod: a failover, or a hand-over while it terminates.
             raise StepFailed(f"the role did not move away from {old} after its pod was deleted: primary "
