@@ -13,8 +13,12 @@ use hooks::{
     labels::JOB_PURPOSE,
     memory::{BOOTSTRAP, ROLE_PURPOSES},
     metacontroller::{Child, SyncRequest, SyncResponse},
+    roles::AUTOMATIC_FAILOVER,
 };
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::{
+    api::{batch::v1::Job, core::v1::Pod},
+    apimachinery::pkg::apis::meta::v1::Condition,
+};
 
 /// Logs the line, if debug is on for this module.
 pub fn sync(request: &SyncRequest, response: &SyncResponse) {
@@ -49,9 +53,50 @@ pub fn sync(request: &SyncRequest, response: &SyncResponse) {
         primary = response.status.primary.as_deref().unwrap_or("-"),
         operation = response.status.operation.as_ref().map_or("-", |o| o.job.as_str()),
         jobs = answered_jobs.join(" "),
+        primary_pod =
+            primary_pod(request, response.status.primary.as_deref().or(seen.and_then(|s| s.primary.as_deref()))),
+        failover = failover(&response.status.conditions),
         resync_after = response.resync_after_seconds.unwrap_or(0),
         "sync roles"
     );
+}
+
+/// The primary's pod as the request shows it: its `Ready` condition and since when,
+/// and whether it is being deleted. A failover waits out the grace period from
+/// that `since`; this is how a trace tells a slow detection (the kubelet marked the
+/// pod late) from a slow decision (the hook waited).
+fn primary_pod(request: &SyncRequest, primary: Option<&str>) -> String {
+    let Some(primary) = primary else { return "-".to_owned() };
+    let namespace = request.parent.metadata.namespace.as_deref().unwrap_or_default();
+    let Some(pod) = request.related.pods.get(&format!("{namespace}/{primary}")) else {
+        return format!("{primary} absent");
+    };
+    format!("{primary} {}", pod_state(pod))
+}
+
+fn pod_state(pod: &Pod) -> String {
+    let ready =
+        pod.status.as_ref().and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    let mut out = match ready {
+        Some(c) => match c.last_transition_time.as_ref() {
+            Some(t) => format!("ready={} since={}", c.status, t.0),
+            None => format!("ready={}", c.status),
+        },
+        None => "ready=unknown".to_owned(),
+    };
+    if pod.metadata.deletion_timestamp.is_some() {
+        out.push_str(" deleting");
+    }
+    out
+}
+
+/// The `AutomaticFailover` condition the hook answered, as `status/reason`: why a
+/// failover is or is not starting (in grace, no candidate, backing off, running).
+fn failover(conditions: &[Condition]) -> String {
+    conditions
+        .iter()
+        .find(|c| c.type_ == AUTOMATIC_FAILOVER)
+        .map_or_else(|| "-".to_owned(), |c| format!("{}/{}", c.status, c.reason))
 }
 
 /// A bootstrap, failover or switchover Job: the Jobs that decide who the primary
@@ -119,5 +164,22 @@ mod tests {
         assert_eq!(line("db-users-be31dff5", "users", None), None);
         // A name alone proves nothing: the purpose label decides.
         assert_eq!(line("db-failover-6", "backup", None), None);
+    }
+
+    #[test]
+    fn the_primary_pod_is_named_with_its_ready_condition() {
+        let body = include_str!("../test-fixtures/sync/failover-past-grace/request.json");
+        let request: SyncRequest = serde_json::from_str(body).unwrap_or_else(|e| panic!("request: {e}"));
+        assert_eq!(primary_pod(&request, Some("db-0")), "db-0 ready=False since=2026-11-29T11:59:00Z");
+        assert_eq!(primary_pod(&request, Some("db-1")), "db-1 ready=True since=2026-11-29T11:59:00Z");
+        assert_eq!(primary_pod(&request, Some("db-7")), "db-7 absent");
+        assert_eq!(primary_pod(&request, None), "-");
+        let answered: serde_json::Value =
+            serde_json::from_str(include_str!("../test-fixtures/sync/failover-past-grace/response.json"))
+                .unwrap_or_else(|e| panic!("response: {e}"));
+        let conditions: Vec<Condition> = serde_json::from_value(answered["status"]["conditions"].clone())
+            .unwrap_or_else(|e| panic!("conditions: {e}"));
+        assert_eq!(failover(&conditions), "True/FailingOver");
+        assert_eq!(failover(&[]), "-");
     }
 }
