@@ -1078,8 +1078,16 @@ def assert_held(loop: Loop, reason: str, finalize_calls: int = 2,
     """For at least `min_seconds` and `finalize_calls` more finalize calls, the MySQL
     stays: deletionTimestamp set, finalizer held, Deleting reason `reason`, StatefulSet
     and server pods present, status unchanged. Returns how long that was watched."""
-    n = loop.hook_calls("finalize")
     t = time.monotonic()
+    # The status is compared from after one finalize call on: the call that follows a
+    # change (the deletion, a Job's end) may still be answered from Metacontroller's
+    # cache of the parent as it was before that change's status write, and then sets
+    # a condition's lastTransitionTime a second time. What must not move is the
+    # status once the hold has been answered.
+    first = loop.hook_calls("finalize")
+    loop.wait(f"a finalize call with the MySQL held ({reason})",
+              lambda: loop.hook_calls("finalize") > first, timeout=30)
+    n = loop.hook_calls("finalize")
     before = loop.mysql() or {}
 
     def held() -> bool:
