@@ -11,6 +11,10 @@
 //! `path / floor` is the cost of the hook's own logic (target: at most 1.5).
 //! Sizes: 1, 3 and 9 Ready replicas, and `large` (9 replicas plus 48 Job pods of
 //! 16 Jobs). `bench/run.sh` runs this with a short measurement time and tabulates it.
+//!
+//! `decode/captured`: decoding a request Metacontroller really sent
+//! (`test-fixtures/sync/captured-running`, compacted as Metacontroller sends it),
+//! whose objects carry the `managedFields` the synthetic requests above lack.
 
 mod support;
 
@@ -80,9 +84,19 @@ fn customize(c: &mut Criterion<OnCpu>) {
     group.finish();
 }
 
+fn decode_captured(c: &mut Criterion<OnCpu>) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../test-fixtures/sync/captured-running/request.json");
+    let pretty = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let value: serde_json::Value = decode(&pretty);
+    let body = serde_json::to_vec(&value).unwrap_or_else(|e| panic!("{e}"));
+    let mut group = c.benchmark_group("decode");
+    group.bench_function("captured", |b| b.iter(|| decode::<SyncRequest>(black_box(&body))));
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().with_measurement(OnCpu);
-    targets = sync, finalize, customize
+    targets = sync, finalize, customize, decode_captured
 }
 criterion_main!(benches);

@@ -36,6 +36,7 @@ pub mod conditions;
 pub mod credentials;
 pub mod cron;
 pub mod customize;
+pub mod decode;
 pub mod error;
 pub mod finalize;
 pub mod grow;

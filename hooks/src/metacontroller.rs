@@ -3,7 +3,9 @@
 //!
 //! Requests are decoded leniently (Metacontroller may add keys in later versions),
 //! but every object inside them is decoded into its k8s-openapi type, so a malformed
-//! child is a 422 and never a silently missing child. Responses are encoded with
+//! child is a 422 and never a silently missing child; only each object's
+//! `metadata.managedFields`, which the hook never reads, is skipped unbuilt
+//! ([`crate::decode`]). Responses are encoded with
 //! exactly the keys v2 accepts: Metacontroller decodes them strictly.
 
 use std::collections::BTreeMap;
@@ -33,6 +35,7 @@ pub struct SyncRequest {
     #[serde(default)]
     pub controller: IgnoredAny,
     /// The `MySQL` object as Metacontroller observed it.
+    #[serde(deserialize_with = "crate::decode::object")]
     pub parent: MySQL,
     /// The children that exist, by type.
     #[serde(default)]
@@ -49,53 +52,53 @@ pub struct SyncRequest {
 /// Keys are `Kind.group/version` exactly as Metacontroller sends them.
 #[derive(Deserialize, Debug, Clone, Default)]
 pub struct Children {
-    #[serde(rename = "StatefulSet.apps/v1", default)]
+    #[serde(rename = "StatefulSet.apps/v1", default, deserialize_with = "crate::decode::by_key")]
     pub stateful_sets: ByKey<StatefulSet>,
-    #[serde(rename = "Service.v1", default)]
+    #[serde(rename = "Service.v1", default, deserialize_with = "crate::decode::by_key")]
     pub services: ByKey<Service>,
-    #[serde(rename = "ConfigMap.v1", default)]
+    #[serde(rename = "ConfigMap.v1", default, deserialize_with = "crate::decode::by_key")]
     pub config_maps: ByKey<ConfigMap>,
-    #[serde(rename = "Secret.v1", default)]
+    #[serde(rename = "Secret.v1", default, deserialize_with = "crate::decode::by_key")]
     pub secrets: ByKey<Secret>,
-    #[serde(rename = "PodDisruptionBudget.policy/v1", default)]
+    #[serde(rename = "PodDisruptionBudget.policy/v1", default, deserialize_with = "crate::decode::by_key")]
     pub pod_disruption_budgets: ByKey<PodDisruptionBudget>,
-    #[serde(rename = "EndpointSlice.discovery.k8s.io/v1", default)]
+    #[serde(rename = "EndpointSlice.discovery.k8s.io/v1", default, deserialize_with = "crate::decode::by_key")]
     pub endpoint_slices: ByKey<EndpointSlice>,
-    #[serde(rename = "Job.batch/v1", default)]
+    #[serde(rename = "Job.batch/v1", default, deserialize_with = "crate::decode::by_key")]
     pub jobs: ByKey<Job>,
-    #[serde(rename = "CronJob.batch/v1", default)]
+    #[serde(rename = "CronJob.batch/v1", default, deserialize_with = "crate::decode::by_key")]
     pub cron_jobs: ByKey<CronJob>,
-    #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default)]
+    #[serde(rename = "NetworkPolicy.networking.k8s.io/v1", default, deserialize_with = "crate::decode::by_key")]
     pub network_policies: ByKey<NetworkPolicy>,
     /// The grow Job's ServiceAccount, Role and RoleBinding ([`crate::grow`]).
-    #[serde(rename = "ServiceAccount.v1", default)]
+    #[serde(rename = "ServiceAccount.v1", default, deserialize_with = "crate::decode::by_key")]
     pub service_accounts: ByKey<ServiceAccount>,
-    #[serde(rename = "Role.rbac.authorization.k8s.io/v1", default)]
+    #[serde(rename = "Role.rbac.authorization.k8s.io/v1", default, deserialize_with = "crate::decode::by_key")]
     pub roles: ByKey<Role>,
-    #[serde(rename = "RoleBinding.rbac.authorization.k8s.io/v1", default)]
+    #[serde(rename = "RoleBinding.rbac.authorization.k8s.io/v1", default, deserialize_with = "crate::decode::by_key")]
     pub role_bindings: ByKey<RoleBinding>,
 }
 
 /// Related objects requested by [`crate::customize`].
 #[derive(Deserialize, Debug, Clone, Default)]
 pub struct Related {
-    #[serde(rename = "Pod.v1", default)]
+    #[serde(rename = "Pod.v1", default, deserialize_with = "crate::decode::by_key")]
     pub pods: ByKey<Pod>,
     /// The `MySQLBackup` named by `spec.restore.backup`, if any.
-    #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default)]
+    #[serde(rename = "MySQLBackup.mysqlhook.dev/v1alpha1", default, deserialize_with = "crate::decode::by_key")]
     pub mysql_backups: ByKey<MySQLBackup>,
     /// The servers' volume claims (the StatefulSet's controller labels them with
     /// its selector): finalize checks which of them the StatefulSet still owns;
     /// and the namespace's claims opted in as backup stores ([`crate::access`]).
-    #[serde(rename = "PersistentVolumeClaim.v1", default)]
+    #[serde(rename = "PersistentVolumeClaim.v1", default, deserialize_with = "crate::decode::by_key")]
     pub claims: ByKey<PersistentVolumeClaim>,
     /// The namespace's Secrets opted in as S3 backup credentials
     /// ([`crate::access`]), when the cluster uses an S3 store.
-    #[serde(rename = "Secret.v1", default)]
+    #[serde(rename = "Secret.v1", default, deserialize_with = "crate::decode::by_key")]
     pub secrets: ByKey<Secret>,
     /// The namespace's ServiceAccounts opted in as S3 backup credentials
     /// (`s3.serviceAccountName`), when the cluster uses an S3 store.
-    #[serde(rename = "ServiceAccount.v1", default)]
+    #[serde(rename = "ServiceAccount.v1", default, deserialize_with = "crate::decode::by_key")]
     pub service_accounts: ByKey<ServiceAccount>,
 }
 
@@ -106,6 +109,7 @@ pub struct BackupSyncRequest {
     /// Skipped unread, as in [`SyncRequest`].
     #[serde(default)]
     pub controller: IgnoredAny,
+    #[serde(deserialize_with = "crate::decode::object")]
     pub parent: MySQLBackup,
     #[serde(default)]
     pub children: BackupChildren,
@@ -118,7 +122,7 @@ pub struct BackupSyncRequest {
 /// The `MySQLBackup`'s only child type.
 #[derive(Deserialize, Debug, Clone, Default)]
 pub struct BackupChildren {
-    #[serde(rename = "Job.batch/v1", default)]
+    #[serde(rename = "Job.batch/v1", default, deserialize_with = "crate::decode::by_key")]
     pub jobs: ByKey<Job>,
 }
 
@@ -126,21 +130,21 @@ pub struct BackupChildren {
 /// and the backup Job's pods.
 #[derive(Deserialize, Debug, Clone, Default)]
 pub struct BackupRelated {
-    #[serde(rename = "MySQL.mysqlhook.dev/v1alpha1", default)]
+    #[serde(rename = "MySQL.mysqlhook.dev/v1alpha1", default, deserialize_with = "crate::decode::by_key")]
     pub mysqls: ByKey<MySQL>,
-    #[serde(rename = "Pod.v1", default)]
+    #[serde(rename = "Pod.v1", default, deserialize_with = "crate::decode::by_key")]
     pub pods: ByKey<Pod>,
     /// The namespace's Secrets opted in as S3 backup credentials ([`crate::access`]).
-    #[serde(rename = "Secret.v1", default)]
+    #[serde(rename = "Secret.v1", default, deserialize_with = "crate::decode::by_key")]
     pub secrets: ByKey<Secret>,
     /// The namespace's ServiceAccounts opted in as S3 backup credentials.
-    #[serde(rename = "ServiceAccount.v1", default)]
+    #[serde(rename = "ServiceAccount.v1", default, deserialize_with = "crate::decode::by_key")]
     pub service_accounts: ByKey<ServiceAccount>,
     /// The cluster's config ConfigMap: whether its clients verify TLS ([`crate::tls`]).
-    #[serde(rename = "ConfigMap.v1", default)]
+    #[serde(rename = "ConfigMap.v1", default, deserialize_with = "crate::decode::by_key")]
     pub config_maps: ByKey<k8s_openapi::api::core::v1::ConfigMap>,
     /// The namespace's volume claims opted in as backup stores ([`crate::access`]).
-    #[serde(rename = "PersistentVolumeClaim.v1", default)]
+    #[serde(rename = "PersistentVolumeClaim.v1", default, deserialize_with = "crate::decode::by_key")]
     pub claims: ByKey<PersistentVolumeClaim>,
 }
 
@@ -151,6 +155,7 @@ pub struct BackupCustomizeRequest {
     /// Skipped unread, as in [`SyncRequest`].
     #[serde(default)]
     pub controller: IgnoredAny,
+    #[serde(deserialize_with = "crate::decode::object")]
     pub parent: MySQLBackup,
 }
 
@@ -171,6 +176,7 @@ pub struct CustomizeRequest {
     /// Skipped unread, as in [`SyncRequest`].
     #[serde(default)]
     pub controller: IgnoredAny,
+    #[serde(deserialize_with = "crate::decode::object")]
     pub parent: MySQL,
 }
 
