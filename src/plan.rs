@@ -47,7 +47,7 @@ use serde_json::{Map, Value, json};
 const COMPOSITE_CONTROLLER: &str = include_str!("../metacontroller/compositecontroller.yaml");
 
 /// Metacontroller's record of the previous answer on every child it applied.
-const LAST_APPLIED: &str = "metacontroller.k8s.io/last-applied-configuration";
+use hooks::decode::LAST_APPLIED;
 
 /// ObjectMeta fields Metacontroller reverts before comparing (read-only, system-set).
 const SYSTEM_METADATA: [&str; 8] = [

@@ -1,17 +1,24 @@
-//! Decoding observed objects without their `metadata.managedFields`.
+//! Decoding observed objects without the two records the hook never reads.
 //!
-//! The API server gives every object Metacontroller observes a `managedFields`
-//! list (who set which field, as a free-form `fieldsV1` tree), and Metacontroller
-//! passes it on in every request. The hook never reads it, yet k8s-openapi would
-//! build each entry's tree as a `serde_json::Value`: a map allocation per field of
-//! every child and pod, on every call (about a sixth of a captured request's bytes).
+//! - `metadata.managedFields`: the API server gives every object this list (who set
+//!   which field, as a free-form `fieldsV1` tree) and Metacontroller passes it on;
+//!   k8s-openapi would build each entry's tree as a `serde_json::Value`, a map
+//!   allocation per field of every child and pod on every call.
+//! - The annotation `metacontroller.k8s.io/last-applied-configuration`:
+//!   Metacontroller's record of our previous answer, on every child, as long as
+//!   the child itself and all of it escaped JSON text. Nothing in the hook reads
+//!   it; a Job kept as it is ([`crate::jobs::keep`]) copies a Job's annotations,
+//!   but Jobs are `OnDelete` children, so an answer's annotations for an existing
+//!   Job are never applied.
 //!
-//! [`object`] and [`by_key`] decode an object into its k8s-openapi type through a
-//! thin [`Deserializer`] adapter that passes everything through unchanged except
-//! the one key `managedFields` directly inside the object's `metadata`, which is
-//! skipped unbuilt. Everything else is decoded and checked as before: a malformed
-//! child is still an error, never a missing child. A key of that name anywhere
-//! else (a ConfigMap's data, a label) is kept.
+//! Together they are over half of a captured request's bytes. [`object`] and
+//! [`by_key`] decode an object into its k8s-openapi type through a thin
+//! [`Deserializer`] adapter that passes everything through unchanged except those
+//! two keys, at exactly those places (`metadata.managedFields`,
+//! `metadata.annotations[last-applied]`), which are skipped unbuilt. Everything
+//! else is decoded and checked as before: a malformed child is still an error,
+//! never a missing child. A key of either name anywhere else (a ConfigMap's data,
+//! a label) is kept.
 
 use std::{borrow::Cow, collections::BTreeMap, fmt, marker::PhantomData};
 
@@ -22,6 +29,9 @@ use serde::de::{
 
 const METADATA: &str = "metadata";
 const MANAGED_FIELDS: &str = "managedFields";
+const ANNOTATIONS: &str = "annotations";
+/// Metacontroller's record of the previous answer, on each child it applied.
+pub const LAST_APPLIED: &str = "metacontroller.k8s.io/last-applied-configuration";
 
 /// One object, its `metadata.managedFields` skipped. For `deserialize_with`.
 ///
@@ -58,12 +68,34 @@ pub fn by_key<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer.deserialize_map(ByKey(PhantomData))
 }
 
-/// Where in an object the adapter is: at its top (watching for `metadata`) or in
-/// its `metadata` (skipping `managedFields`).
-#[derive(Clone, Copy, Debug)]
+/// Where in an object the adapter is: at its top (watching for `metadata`), in
+/// its `metadata` (skipping `managedFields`, watching for `annotations`), or in its
+/// annotations (skipping [`LAST_APPLIED`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Level {
     Object,
     Metadata,
+    Annotations,
+}
+
+impl Level {
+    /// Whether `key` at this level is skipped.
+    fn skips(self, key: &str) -> bool {
+        match self {
+            Self::Object => false,
+            Self::Metadata => key == MANAGED_FIELDS,
+            Self::Annotations => key == LAST_APPLIED,
+        }
+    }
+
+    /// The level of `key`'s value, when it is filtered too.
+    fn below(self, key: &str) -> Option<Self> {
+        match self {
+            Self::Object if key == METADATA => Some(Self::Metadata),
+            Self::Metadata if key == ANNOTATIONS => Some(Self::Annotations),
+            _ => None,
+        }
+    }
 }
 
 /// Decodes a `T` at `level`.
@@ -79,13 +111,16 @@ impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for Seed<T> {
     }
 }
 
-/// Hands a seed the metadata value through the filter.
-struct MetadataSeed<S>(S);
+/// Hands a seed a value through the filter at `level`.
+struct LevelSeed<S> {
+    inner: S,
+    level: Level,
+}
 
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MetadataSeed<S> {
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for LevelSeed<S> {
     type Value = S::Value;
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Filter { inner: deserializer, level: Level::Metadata })
+        self.inner.deserialize(Filter { inner: deserializer, level: self.level })
     }
 }
 
@@ -160,7 +195,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilterVisitor<V> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_map(FilterMap { inner: map, level: self.level, metadata_next: false })
+        self.inner.visit_map(FilterMap { inner: map, level: self.level, next: None })
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<V::Value, A::Error> {
@@ -208,13 +243,13 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FilterVisitor<V> {
     }
 }
 
-/// The object's keys, minus `managedFields` at the metadata level; the value of
-/// `metadata` at the object level is decoded through the filter again.
+/// A map's keys, minus those its level skips; the value of a key with a level
+/// below it is decoded through the filter again.
 struct FilterMap<A> {
     inner: A,
     level: Level,
-    /// The key just handed out was `metadata`.
-    metadata_next: bool,
+    /// The level of the value of the key just handed out, when it has one.
+    next: Option<Level>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilterMap<A> {
@@ -223,14 +258,11 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilterMap<A> {
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
         loop {
             let Some(key) = self.inner.next_key_seed(KeySeed)? else { return Ok(None) };
-            match self.level {
-                Level::Metadata if key == MANAGED_FIELDS => {
-                    self.inner.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-                Level::Metadata => {}
-                Level::Object => self.metadata_next = key == METADATA,
+            if self.level.skips(&key) {
+                self.inner.next_value::<IgnoredAny>()?;
+                continue;
             }
+            self.next = self.level.below(&key);
             return match key {
                 Cow::Borrowed(key) => seed.deserialize(BorrowedStrDeserializer::new(key)),
                 Cow::Owned(key) => seed.deserialize(StringDeserializer::new(key)),
@@ -240,10 +272,9 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FilterMap<A> {
     }
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, A::Error> {
-        if std::mem::take(&mut self.metadata_next) {
-            self.inner.next_value_seed(MetadataSeed(seed))
-        } else {
-            self.inner.next_value_seed(seed)
+        match self.next.take() {
+            Some(level) => self.inner.next_value_seed(LevelSeed { inner: seed, level }),
+            None => self.inner.next_value_seed(seed),
         }
     }
 
@@ -291,7 +322,8 @@ mod tests {
         serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
-    /// Removes `metadata.managedFields` from the parent and every observed object.
+    /// Removes `metadata.managedFields` and the last-applied annotation from the
+    /// parent and every observed object; counts what it removed.
     fn strip(request: &mut Value) -> usize {
         let Some(request) = request.as_object_mut() else { return 0 };
         let mut objects: Vec<&mut Value> = Vec::new();
@@ -310,6 +342,9 @@ mod tests {
         for object in objects {
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                 stripped += usize::from(meta.remove("managedFields").is_some());
+                if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                    stripped += usize::from(annotations.remove(super::LAST_APPLIED).is_some());
+                }
             }
         }
         stripped
@@ -320,12 +355,13 @@ mod tests {
     }
 
     /// A request Metacontroller really sent decodes to exactly what it decodes to
-    /// without its `managedFields`: nothing else is skipped or changed.
+    /// without its `managedFields` and last-applied annotations: nothing else is
+    /// skipped or changed.
     #[test]
-    fn a_captured_request_decodes_as_without_its_managed_fields() {
+    fn a_captured_request_decodes_as_without_its_records() {
         let request = captured();
         let mut bare = request.clone();
-        assert!(strip(&mut bare) >= 10, "the capture has managedFields on its objects");
+        assert!(strip(&mut bare) >= 15, "the capture has managedFields and last-applied annotations");
         let with = decode(&request).unwrap_or_else(|e| panic!("{e}"));
         let without = decode(&bare).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(format!("{with:?}"), format!("{without:?}"));
@@ -353,21 +389,31 @@ mod tests {
         decode(&request).unwrap_or_else(|e| panic!("decoded with managedFields skipped: {e}"));
     }
 
-    /// Only the key directly inside an object's `metadata` is skipped: data and
-    /// labels of that name are kept, and a malformed field next to it is an error.
+    /// Only the keys at exactly their places are skipped: data, labels and
+    /// metadata keys of those names elsewhere are kept, other annotations too, and a
+    /// malformed field next to them is an error.
     #[test]
-    fn only_metadata_managed_fields_are_skipped() {
+    fn only_the_records_at_their_places_are_skipped() {
         let mut request = captured();
+        let last_applied = super::LAST_APPLIED;
         let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "x", "namespace": "demo", "labels": {"managedFields": "label"},
+            "metadata": {"name": "x", "namespace": "demo",
+                         "labels": {"managedFields": "label", "annotations": "label"},
+                         "annotations": {last_applied: "{}", "mysqlhook.dev/store": "s3://b/p"},
                          "managedFields": [{"manager": "m"}]},
-            "data": {"managedFields": "data"}});
+            "data": {"managedFields": "data", last_applied: "data", "metadata": "data"}});
         request["children"]["ConfigMap.v1"]["demo/x"] = config_map;
         let decoded = decode(&request).unwrap_or_else(|e| panic!("{e}"));
         let x: &ConfigMap = decoded.children.config_maps.get("demo/x").unwrap_or_else(|| panic!("demo/x"));
-        assert_eq!(x.data.as_ref().and_then(|d| d.get("managedFields")).map(String::as_str), Some("data"));
+        let data = |k: &str| x.data.as_ref().and_then(|d| d.get(k)).map(String::as_str);
+        assert_eq!(
+            (data("managedFields"), data(last_applied), data("metadata")),
+            (Some("data"), Some("data"), Some("data"))
+        );
         assert_eq!(x.metadata.labels.as_ref().and_then(|l| l.get("managedFields")).map(String::as_str), Some("label"));
         assert!(x.metadata.managed_fields.is_none());
+        let annotations = x.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), ["mysqlhook.dev/store"]);
 
         request["children"]["ConfigMap.v1"]["demo/x"]["metadata"]["name"] = json!(5);
         let error = decode(&request).err().unwrap_or_else(|| panic!("a malformed name must not decode"));
