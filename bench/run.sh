@@ -5,7 +5,9 @@
 #      and the same ratio measured interleaved (hooks/benches/ratio.rs);
 #   2. how the cost grows with replicas and related pods (a fitted line and R²);
 #   3. an HTTP load run with wrk against the release binary on loopback: req/s,
-#      p50/p99 latency per concurrency, RSS after >=100k and >=1M requests, peak RSS.
+#      p50/p99 latency per concurrency, RSS after >=100k and >=1M requests, peak RSS;
+#   4. with PEER_SYNC_JS set, bench/side-by-side.sh: the same load against
+#      Metacontroller's example hook, side by side (see its header).
 #
 # Usage: bench/run.sh            (about 15 minutes on 2 cores; the soak is most of it)
 #        QUICK=1 bench/run.sh    (shorter everything, for trying the script)
@@ -164,3 +166,10 @@ cat <<EOF
 
 Machine: $(nproc) cores, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); wrk and the hook share the cores.
 EOF
+
+if [[ -n ${PEER_SYNC_JS:-} ]]; then
+  echo
+  "$root/bench/side-by-side.sh"
+else
+  log "side by side with the peer skipped: set PEER_SYNC_JS (see bench/side-by-side.sh)"
+fi
