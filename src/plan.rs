@@ -37,7 +37,7 @@ use std::{
     process::ExitCode,
 };
 
-use hooks::{Context, Timestamp};
+use hooks::{Context, Timestamp, decode::LAST_APPLIED};
 use serde::Deserialize as _;
 use serde_json::{Map, Value, json};
 
@@ -45,9 +45,6 @@ use serde_json::{Map, Value, json};
 /// strategies, selector generation and finalize hook are what Metacontroller
 /// acts on.
 const COMPOSITE_CONTROLLER: &str = include_str!("../metacontroller/compositecontroller.yaml");
-
-/// Metacontroller's record of the previous answer on every child it applied.
-use hooks::decode::LAST_APPLIED;
 
 /// ObjectMeta fields Metacontroller reverts before comparing (read-only, system-set).
 const SYSTEM_METADATA: [&str; 8] = [

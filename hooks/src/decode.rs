@@ -11,7 +11,7 @@
 //!   but Jobs are `OnDelete` children, so an answer's annotations for an existing
 //!   Job are never applied.
 //!
-//! Together they are over half of a captured request's bytes. [`object`] and
+//! Together they are about half of a captured request's bytes (107 of 217 KB). [`object`] and
 //! [`by_key`] decode an object into its k8s-openapi type through a thin
 //! [`Deserializer`] adapter that passes everything through unchanged except those
 //! two keys, at exactly those places (`metadata.managedFields`,
@@ -33,10 +33,11 @@ const ANNOTATIONS: &str = "annotations";
 /// Metacontroller's record of the previous answer, on each child it applied.
 pub const LAST_APPLIED: &str = "metacontroller.k8s.io/last-applied-configuration";
 
-/// One object, its `metadata.managedFields` skipped. For `deserialize_with`.
+/// One object, its two unread records (see the module docs) skipped. For
+/// `deserialize_with`.
 ///
 /// # Errors
-/// As decoding `T` itself, for anything but `metadata.managedFields`.
+/// As decoding `T` itself, for anything but those two records.
 pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
     T::deserialize(Filter { inner: deserializer, level: Level::Object })
 }
@@ -45,8 +46,8 @@ pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -
 /// For `deserialize_with`.
 ///
 /// # Errors
-/// As decoding the map into `BTreeMap<String, T>`, for anything but
-/// `metadata.managedFields`.
+/// As decoding the map into `BTreeMap<String, T>`, for anything but the two
+/// records [`object`] skips.
 pub fn by_key<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<String, T>, D::Error> {
