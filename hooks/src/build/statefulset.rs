@@ -33,7 +33,7 @@ use crate::{
     api::{AntiAffinity, DeletionPolicy, Flavor},
     credentials, labels, memory,
     model::{Cluster, DATA_VOLUME, MY_CNF, MYSQLD},
-    names::short_hash,
+    names::short_hash_json,
     scripts,
 };
 
@@ -109,7 +109,7 @@ pub fn template(c: &Cluster) -> PodTemplateSpec {
         metadata: Some(ObjectMeta { labels: Some(pod_labels), annotations: Some(annotations), ..Default::default() }),
         spec: Some(pod_spec(c, &selector)),
     };
-    let hash = short_hash(&serde_json::to_vec(&template).unwrap_or_default());
+    let hash = short_hash_json(&template);
     if let Some(a) = template.metadata.as_mut().and_then(|m| m.annotations.as_mut()) {
         a.insert(TEMPLATE_HASH.to_owned(), hash);
     }
