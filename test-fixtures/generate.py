@@ -208,6 +208,19 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db",
     }
 
 
+def unschedulable(pod):
+    """The pod as the scheduler leaves it when no node has room: Pending, no IP,
+    no container status, PodScheduled False (Unschedulable)."""
+    pod = json.loads(json.dumps(pod))
+    pod["spec"].pop("nodeName", None)
+    pod["status"] = {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "lastTransitionTime": "2026-11-29T11:00:11Z",
+        "message": "0/3 nodes are available: 3 Too many pods. preemption: 0/3 nodes are available: "
+                   "3 No preemption victims found for incoming pod."}]}
+    return pod
+
+
 def job_pod(job, purpose, result=None, exit_code=0):
     labels = {"app.kubernetes.io/name": "mysql", "app.kubernetes.io/instance": "db",
               "app.kubernetes.io/managed-by": "mysql-hook", "app.kubernetes.io/component": "job",
@@ -849,6 +862,9 @@ def main():
     status = new["status"]
     write("sync", "pods-starting", request(parent(status=status), observed(new["children"]),
                                              related(*pods([False, False, False]))))
+    # Issue 36.2: nodes without room; Ready says which pods wait and why.
+    write("sync", "pods-unschedulable", request(parent(status=status), observed(new["children"]),
+                                                  related(*map(unschedulable, pods([False, False, False])))))
     # Issue 31.7: claims retained from an earlier cluster of this name (older than
     # the MySQL): bootstrap waits until every such server has started.
     retained = [claim(i, created="2026-11-01T09:00:00Z") for i in range(3)]
@@ -866,6 +882,9 @@ def main():
     write("sync", "bootstrap-running", request(
         parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
         related(*pods([True, True, False]), job_pod(job, "bootstrap"))))
+    write("sync", "bootstrap-unschedulable", request(
+        parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
+        related(*pods([True, False, False]), unschedulable(job_pod(job, "bootstrap")))))
     result = '{"result":"bootstrapped","primary":"db-0","semiSync":true}'
     write("sync", "bootstrap-succeeded", request(
         parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "succeeded"}),

@@ -127,6 +127,29 @@ impl<'a> Observed<'a> {
         self.members.values().filter(|m| m.ready)
     }
 
+    /// The pods of this cluster the scheduler could not place (`PodScheduled` False,
+    /// reason `Unschedulable`), server pods and the pods of its Jobs, by name, each
+    /// with the scheduler's message. A cluster whose pods wait for room otherwise
+    /// reports only what it is waiting for ("bootstrapping db-0"), never why it
+    /// does not happen; the scale rig (bench/scale.py) filled its nodes that way.
+    #[must_use]
+    pub fn unschedulable(&self) -> Vec<(&'a str, &'a str)> {
+        let servers = self.members.values().map(|m| m.pod);
+        let job_pods = self.job_pods.values().flatten().copied();
+        let mut out: Vec<_> = servers
+            .chain(job_pods)
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let scheduled = p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
+                (scheduled.status == "False" && scheduled.reason.as_deref() == Some("Unschedulable")).then(|| {
+                    (p.metadata.name.as_deref().unwrap_or_default(), scheduled.message.as_deref().unwrap_or_default())
+                })
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Every observed Job child.
     pub fn jobs(&self) -> impl Iterator<Item = &'a Job> + use<'a> {
         self.request.children.jobs.values()

@@ -491,6 +491,14 @@ fn status(
         Phase::Degraded => ("Degraded", format!("{ready}/{} servers Ready; primary {} serves", c.replicas, c.primary)),
         Phase::Failed | Phase::Deleting => ("PrimaryNotReady", format!("primary {} is not Ready", c.primary)),
     };
+    let message = match observed.unschedulable().as_slice() {
+        [] => message,
+        _ if phase == Phase::Running => message,
+        waiting @ [(_, why), ..] => {
+            let names: Vec<_> = waiting.iter().map(|(name, _)| *name).collect();
+            format!("{message}; not scheduled: {} ({why})", names.join(", "))
+        }
+    };
     conditions.set("Ready", phase == Phase::Running, reason, message);
     match bootstrap {
         // The Job that did it may be gone, and the primary may have moved since: keep
