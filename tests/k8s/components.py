@@ -149,8 +149,10 @@ def wait_http(url: str, what: str, timeout: float, procs_ok: Callable[[], None])
     raise HarnessError(f"{what} not healthy at {url} after {timeout:.0f}s: {last}")
 
 
-def start_controllers(k8s: Cluster, bin_dir: Path, controllers: Iterable[str] = CONTROLLERS) -> None:
-    """kube-controller-manager (the given controllers) and kube-scheduler, on loopback."""
+def start_controllers(k8s: Cluster, bin_dir: Path, controllers: Iterable[str] = CONTROLLERS,
+                      extra_args: Iterable[str] = ()) -> None:
+    """kube-controller-manager (the given controllers, with `extra_args`) and
+    kube-scheduler, on loopback."""
     assert k8s.tmp is not None
     kcm_port, sched_port = free_ports(2)
     kubeconfig = str(k8s.kubeconfig)
@@ -167,6 +169,7 @@ def start_controllers(k8s: Cluster, bin_dir: Path, controllers: Iterable[str] = 
         "--use-service-account-credentials=false",
         "--concurrent-statefulset-syncs=5",
         "--v=1",
+        *extra_args,
     ])
     k8s.spawn("kube-scheduler", [
         str(bin_dir / "kube-scheduler"),
