@@ -40,7 +40,6 @@ import os
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +103,13 @@ def proc_usage(k8s: Cluster) -> dict[str, tuple[float, int]]:
 
 
 def hook_calls(hook_url: str) -> dict[str, float]:
-    """mysql_hook_requests_total by hook (every outcome)."""
-    with urllib.request.urlopen(f"{hook_url}/metrics", timeout=10) as r:
-        text = r.read().decode()
+    """Requests by hook (every outcome), from the full loop's reading of /metrics."""
+    metrics = full_loop.hook_metrics(hook_url)
     calls: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("mysql_hook_requests_total{"):
-            labels, _, value = line.rpartition(" ")
-            hook = labels.split('hook="', 1)[1].split('"', 1)[0]
-            calls[hook] = calls.get(hook, 0.0) + float(value)
+    for key, value in metrics.items():
+        if key.startswith("mysql_hook_requests_total{") and 'hook="' in key:
+            hook = key.split('hook="', 1)[1].split('"', 1)[0]
+            calls[hook] = calls.get(hook, 0.0) + value
     return calls
 
 
@@ -129,19 +126,11 @@ def phases(k8s: Cluster) -> dict[str, int]:
 
 
 def failover(k8s: Cluster, namespace: str, timeout: float) -> float | None:
-    """Marks the primary's pod not Ready (full_loop.failover's way); seconds until the
+    """Marks the primary's pod not Ready as the full loop does; seconds until the
     primary Service selects another pod, None on timeout."""
     m = k8s.get(API, "MySQL", NAME, namespace)
     old = (m.get("status") or {}).get("primary")
-    k8s.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{old}",
-                {"metadata": {"labels": {"full-loop/not-ready": "true"}}},
-                content_type="application/merge-patch+json")
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    k8s.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{old}/status",
-                {"status": {"conditions": [
-                    {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "Scale"},
-                    {"type": "ContainersReady", "status": "False", "lastTransitionTime": now, "reason": "Scale"}]}},
-                content_type="application/strategic-merge-patch+json")
+    full_loop.mark_not_ready(k8s, namespace, old)
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         svc = k8s.get("v1", "Service", f"{NAME}-primary", namespace)
@@ -215,7 +204,7 @@ def run_one(n: int, args: argparse.Namespace, bin_dir: Path, mc: components.Meta
             time.sleep(2)
         u1, c1 = proc_usage(k8s), hook_calls(hook_url)
         res["phases"] = phases(k8s)
-        res["creation_hook_calls_per_cluster"] = round(sum(c1.values()) - sum(c0.values()), 1) / n
+        res["creation_hook_calls_per_cluster"] = round((sum(c1.values()) - sum(c0.values())) / n, 2)
         res["creation_cpu_s"] = {k: round(delta(u0, u1, k), 1) for k in u1}
         say(f"N={n}: all Running after {res['all_running_s']}s; settling {args.settle}s")
         time.sleep(args.settle)

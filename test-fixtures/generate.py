@@ -211,7 +211,7 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db",
 def unschedulable(pod):
     """The pod as the scheduler leaves it when no node has room: Pending, no IP,
     no container status, PodScheduled False (Unschedulable)."""
-    pod = json.loads(json.dumps(pod))
+    pod = copy.deepcopy(pod)
     pod["spec"].pop("nodeName", None)
     pod["status"] = {"phase": "Pending", "conditions": [{
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -882,9 +882,10 @@ def main():
     write("sync", "bootstrap-running", request(
         parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
         related(*pods([True, True, False]), job_pod(job, "bootstrap"))))
+    # bootstrap-running with its Job's pod waiting for a node: only Ready's message differs.
     write("sync", "bootstrap-unschedulable", request(
         parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "running"}),
-        related(*pods([True, False, False]), unschedulable(job_pod(job, "bootstrap")))))
+        related(*pods([True, True, False]), unschedulable(job_pod(job, "bootstrap")))))
     result = '{"result":"bootstrapped","primary":"db-0","semiSync":true}'
     write("sync", "bootstrap-succeeded", request(
         parent(status=primary_ready["status"]), observed(primary_ready["children"], {job: "succeeded"}),

@@ -491,9 +491,10 @@ fn status(
         Phase::Degraded => ("Degraded", format!("{ready}/{} servers Ready; primary {} serves", c.replicas, c.primary)),
         Phase::Failed | Phase::Deleting => ("PrimaryNotReady", format!("primary {} is not Ready", c.primary)),
     };
-    let message = match observed.unschedulable().as_slice() {
+    // A Running cluster (the common case) has no pod waiting for a node to report.
+    let waiting = if phase == Phase::Running { Vec::new() } else { observed.unschedulable() };
+    let message = match waiting.as_slice() {
         [] => message,
-        _ if phase == Phase::Running => message,
         waiting @ [(_, why), ..] => {
             let names: Vec<_> = waiting.iter().map(|(name, _)| *name).collect();
             format!("{message}; not scheduled: {} ({why})", names.join(", "))

@@ -356,24 +356,29 @@ class Loop:
         return self.k8s.get_or_none(API, "MySQL", NAME, NAMESPACE)
 
     def hook_metrics(self) -> dict[str, float]:
-        """`mysql_hook_requests_total`-style counters by their label text."""
-        with urllib.request.urlopen(f"{self.hook_url}/metrics", timeout=5) as r:
-            text = r.read().decode()
-        out: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("#") or "requests" not in line or "{" not in line:
-                continue
-            key, _, value = line.rpartition(" ")
-            if "request_duration" in key or "in_flight" in key:
-                continue
-            try:
-                out[key] = float(value)
-            except ValueError:
-                pass
-        return out
+        return hook_metrics(self.hook_url)
 
     def hook_calls(self, hook: str) -> int:
         return int(sum(v for k, v in self.hook_metrics().items() if f'hook="{hook}"' in k))
+
+
+def hook_metrics(hook_url: str) -> dict[str, float]:
+    """`mysql_hook_requests_total`-style counters by their label text (bench/scale.py
+    reads them too)."""
+    with urllib.request.urlopen(f"{hook_url}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or "requests" not in line or "{" not in line:
+            continue
+        key, _, value = line.rpartition(" ")
+        if "request_duration" in key or "in_flight" in key:
+            continue
+        try:
+            out[key] = float(value)
+        except ValueError:
+            pass
+    return out
 
 
 def owned_by(obj: dict, uid: str) -> bool:
@@ -834,23 +839,28 @@ def edit_mid_rollout(loop: Loop) -> None:
     loop.facts["ips"] = {n: loop.k8s.get("v1", "Pod", n, NAMESPACE)["status"]["podIP"] for n in names}
 
 
+def mark_not_ready(k8s: Cluster, namespace: str, pod: str) -> None:
+    """Turns a kwok pod not Ready for good: a label that kwok's pod-ready stage
+    leaves alone, then its Ready condition flipped through the status subresource
+    (what a kubelet would write). bench/scale.py uses it too."""
+    k8s.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}",
+                {"metadata": {"labels": {"full-loop/not-ready": "true"}}},
+                content_type="application/merge-patch+json")
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    k8s.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod}/status",
+                {"status": {"conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "FullLoop"},
+                    {"type": "ContainersReady", "status": "False", "lastTransitionTime": now,
+                     "reason": "FullLoop"}]}},
+                content_type="application/strategic-merge-patch+json")
+
+
 def failover(loop: Loop) -> None:
     """The primary turns not Ready: after the grace period a db-failover-* Job promotes a replica."""
     old = ((loop.mysql() or {}).get("status") or {}).get("primary")
     # kwok's failover pod reports db-1 promoted (db-2 when db-1 was the primary).
     new = f"{NAME}-2" if old == f"{NAME}-1" else f"{NAME}-1"
-    # Mark the pod so that kwok's pod-ready stage leaves it alone, then flip its
-    # Ready condition through the status subresource (what a kubelet would write).
-    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}",
-                     {"metadata": {"labels": {"full-loop/not-ready": "true"}}},
-                     content_type="application/merge-patch+json")
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    loop.k8s.request("PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{old}/status",
-                     {"status": {"conditions": [
-                         {"type": "Ready", "status": "False", "lastTransitionTime": now, "reason": "FullLoop"},
-                         {"type": "ContainersReady", "status": "False", "lastTransitionTime": now,
-                          "reason": "FullLoop"}]}},
-                     content_type="application/strategic-merge-patch+json")
+    mark_not_ready(loop.k8s, NAMESPACE, old)
     t0 = time.monotonic()
     af = condition(loop.mysql(), "AutomaticFailover")
     say(f"{old} marked not Ready (AutomaticFailover was {af.get('status')} {af.get('reason')}: {af.get('message')})")
