@@ -19,7 +19,8 @@
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
 //! - [`users`]: the application accounts of `spec.users`;
 //! - [`operator_user`], [`exporter_user`]: the operator's and the exporter's own accounts;
-//! - [`tls_reload`]: a renewed certificate loaded without a restart.
+//! - [`tls_reload`]: a renewed certificate loaded without a restart;
+//! - [`scale_down`]: the proof that lets the failover arithmetic shrink after a scale-down.
 
 pub mod context;
 pub mod exporter_user;
@@ -28,6 +29,7 @@ pub mod inspect;
 pub mod operator_user;
 pub mod prestop;
 pub mod probe;
+pub mod scale_down;
 pub mod server;
 pub mod sidecar;
 pub mod sql;

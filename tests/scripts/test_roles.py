@@ -846,3 +846,76 @@ def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
     REPORT.append(f"adopt: a writable old primary left by a cut failover was refused as a switchover target "
                   f"and examined, not adopted, by the next failover ({other} promoted with rows 1-20); "
                   "a rerun of the same epoch's Job adopted its own promotion")
+
+
+# ------------------------------------------------------------ 9. scale-down
+
+def _acked_only_by_the_leaving_replica(c):
+    """3 servers; db-1's receiver is stopped, so db-2 alone acknowledges rows
+    11..30; then a scale-down to 2 removes db-2.  Returns every acknowledged row."""
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    c["db-1"].query(_stop(c, "IO_THREAD"))
+    fill(p, 11, 30, "acked")        # each returned OK: acknowledged by db-2 alone
+    c["db-2"].kill()                # the StatefulSet removes db-2
+    assert rows(c["db-1"]) == set(range(1, 11)), "db-1 has not received them"
+    return set(range(1, 31))
+
+
+def _kept(c) -> str:
+    """PODS after the scale-down to two servers."""
+    return " ".join(f"{s.name}={s.addr}" for s in c.servers if s.name != "db-2")
+
+
+@pytest.mark.all_servers
+def test_scale_down_unproven_keeps_the_old_quorum(cluster):
+    """Issue 31.4, the failure: the hook gave a failover after a scale-down from
+    3 to 2 servers QUORUM=1 at once.  Rows only the removed replica acknowledged
+    are then lost when the primary dies before the remaining replica has them;
+    with the old QUORUM (2), which the hook now keeps until `scale-down` has
+    proven it safe, the failover refuses instead."""
+    c = cluster
+    acked = _acked_only_by_the_leaving_replica(c)
+    c["db-0"].kill()
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=_kept(c), QUORUM=2)
+    assert r.rc == 1 and r.json["reason"] == "no-quorum" and "promoted" not in r.json, r
+    assert c.writable() == []
+    # What the hook passed before the fix: db-1 is promoted without rows 11..30.
+    r1 = c.run("failover.sh", PRIMARY="db-0", PODS=_kept(c), QUORUM=1)
+    assert r1.rc == 0 and r1.json["primary"] == "db-1", r1
+    lost = acked - rows(c["db-1"])
+    assert lost == set(range(11, 31)), lost
+    REPORT.append(f"scale-down: 3 -> 2 servers, primary dead before the proof: QUORUM=2 (kept) -> no-quorum; "
+                  f"QUORUM=1 (before issue 31.4) -> promoted db-1 and lost {len(lost)} acknowledged rows")
+
+
+@pytest.mark.all_servers
+def test_scale_down_proven_by_a_remaining_replica(cluster):
+    """Issue 31.4, the fix: `scale-down` succeeds only once a remaining replica has
+    executed the primary's set read after the removed server was gone; from then
+    on QUORUM=1 keeps every acknowledged row through a failover."""
+    c = cluster
+    acked = _acked_only_by_the_leaving_replica(c)
+    r = c.run("scale-down", PRIMARY="db-0", PODS=_kept(c), SCALE_DOWN_WAIT=2)
+    assert r.rc == 1 and r.json["reason"] == "replicas-behind", r
+    assert "db-1 is at [" in r.json["message"], r
+    r = c.run("scale-down", PRIMARY="db-0", PODS=_kept(c), SCALE_DOWN_WAIT="soon")
+    assert r.rc == 1 and r.json["reason"] == "bad-env", r
+    # db-1's agent starts its receiver again (here: by hand)
+    start = f"START {'REPLICA' if c.world.kind.mysql else 'SLAVE'} IO_THREAD"
+    c["db-1"].query(start)
+    settled = c.run("scale-down", PRIMARY="db-0", PODS=_kept(c), SCALE_DOWN_WAIT=60)
+    assert settled.rc == 0 and settled.json["result"] == "settled" and settled.json["pod"] == "db-1", settled
+    assert settled.json["primary"] == "db-0" and settled.json["gtid"], settled
+    assert acked <= rows(c["db-1"])
+    c["db-0"].kill()
+    rf = c.run("failover.sh", PRIMARY="db-0", PODS=_kept(c), QUORUM=1)
+    assert rf.rc == 0 and rf.json["primary"] == "db-1", rf
+    assert acked <= rows(c["db-1"]), "an acknowledged row was lost"
+    # A primary that a role change made read-only proves nothing.
+    r = c.run("scale-down", PRIMARY="db-0", PODS=_kept(c))
+    assert r.rc == 1 and r.json["reason"] == "primary-unreachable", r
+    REPORT.append(f"scale-down: proven in {settled.seconds:.1f}s once db-1 received rows 11-30 that only the removed "
+                  "db-2 acknowledged; the failover with QUORUM=1 then kept all 30")
