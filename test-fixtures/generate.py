@@ -837,6 +837,46 @@ def upgrade_scenarios(running, st, live):
                                                related(*revision_pods("NNN"))))
 
 
+def scale_down_scenarios():
+    """Issue 31.4: a scale-down from 3 to 2 servers, walked from `scale-down` (db-2
+    still exists there): once db-2 is gone the proof Job runs; until it succeeds a
+    failover examines two replicas (QUORUM=2); then the arithmetic is that of two
+    servers, and nothing of the scale-down is left."""
+    shrunk = response_of("sync", "scale-down")
+    if shrunk is None:
+        return
+    two = pods([True, True])
+    st = shrunk["status"]
+    gone = observed(shrunk["children"], kept_done(shrunk["children"]))
+    write("sync", "scale-down-proving", request(parent(replicas=2, status=st), gone, related(*two)))
+    # The primary fails before the proof: its server runs, so the failover starts,
+    # and it must examine two replicas where only one exists.
+    down = [server_pod("db-0", 0, False, "2026-11-29T11:59:00Z"), server_pod("db-1", 1, True)]
+    write("sync", "scale-down-failover-keeps-quorum", request(parent(replicas=2, status=st), gone, related(*down)))
+    proving = response_of("sync", "scale-down-proving")
+    if proving is None:
+        return
+    job = job_named(proving, "scale-down")
+    settled = ('{"result":"settled","primary":"db-0","pod":"db-1","gtid":"%s:1-30","waited":2,'
+               '"message":"db-1 has executed everything db-0 had committed once the removed servers were gone"}'
+               % GTID)
+    write("sync", "scale-down-proven", request(
+        parent(replicas=2, status=proving["status"]),
+        observed(proving["children"], {**kept_done(proving["children"]), job: "succeeded"}),
+        related(*two, job_pod(job, "scale-down", settled))))
+    behind = ('{"result":"error","reason":"replicas-behind","message":"no remaining replica executed [%s:1-30] '
+              'of db-0 within 300s: db-1 is at [%s:1-10]"}' % (GTID, GTID))
+    write("sync", "scale-down-proof-failed", request(
+        parent(replicas=2, status=proving["status"]),
+        observed(proving["children"], {**kept_done(proving["children"]), job: "failed"}),
+        related(*two, job_pod(job, "scale-down", behind, exit_code=1))))
+    proven = response_of("sync", "scale-down-proven")
+    if proven is not None:
+        write("sync", "scale-down-settled", request(parent(replicas=2, status=proven["status"]),
+                                                    observed(proven["children"], kept_done(proven["children"])),
+                                                    related(*two)))
+
+
 def main():
     new = response_of("sync", "new-cluster")
     primary_ready = response_of("sync", "primary-ready")
@@ -918,6 +958,7 @@ def main():
     write("sync", "replica-not-ready", request(parent(status=st), live, related(*pods([True, True, False]))))
     write("sync", "scale-up", request(parent(replicas=5, status=st), live, related(*pods([True, True, True]))))
     write("sync", "scale-down", request(parent(replicas=2, status=st), live, related(*pods([True, True, True]))))
+    scale_down_scenarios()
     write("sync", "scale-down-blocked", request(parent(replicas=2, status=dict(st, primary="db-2")), live,
                                                   related(*pods([True, True, True]))))
     write("sync", "custom-config", request(

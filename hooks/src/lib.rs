@@ -54,6 +54,7 @@ pub mod quantity;
 pub mod restore;
 pub mod roles;
 pub mod rollout;
+pub mod scale_down;
 pub mod scripts;
 pub mod servers;
 pub mod sync;

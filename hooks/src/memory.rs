@@ -49,6 +49,10 @@ pub const NEWEST_VERSION: &str = "mysqlhook.dev/newest-version";
 /// the parent's annotation still says the same, forgotten once it is removed or
 /// changed, so setting it again forces again.
 pub const FORCE_FAILOVER_USED: &str = "mysqlhook.dev/force-failover-used";
+/// Annotation on the config ConfigMap: the number of servers of a scale-down not
+/// yet proven safe, whose replicas a failover still examines (issue 31.4, see
+/// [`crate::scale_down`]). Absent once it is proven.
+pub const QUORUM_SERVERS: &str = "mysqlhook.dev/quorum-servers";
 /// The key of the config ConfigMap that names the primary (the agents follow it).
 pub const PRIMARY_KEY: &str = "primary";
 /// The key of the config ConfigMap with the epoch of `primary` (issue 31.1): a
@@ -110,6 +114,8 @@ pub struct Memory {
     pub newest_version: Option<Version>,
     /// The `force-failover` value a forced failover used ([`FORCE_FAILOVER_USED`]).
     pub force_failover_used: Option<String>,
+    /// The servers of a scale-down not yet proven safe ([`QUORUM_SERVERS`]).
+    pub quorum_servers: Option<i32>,
 }
 
 /// A role-change Job observed: its kind, number and (if it finished) outcome.
@@ -273,6 +279,7 @@ pub fn recall(parent: &MySQL, observed: &Observed<'_>, names: &Names) -> Memory 
         operations_started,
         newest_version,
         force_failover_used: annotation(FORCE_FAILOVER_USED).map(str::to_owned),
+        quorum_servers: crate::scale_down::remembered(annotation(QUORUM_SERVERS)),
     }
 }
 

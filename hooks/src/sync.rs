@@ -124,6 +124,14 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
     });
     let annotation =
         |key: &str| request.parent.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    // A scale-down keeps the old failover arithmetic until it is proven safe.
+    let scale_down = crate::scale_down::plan(
+        &cluster,
+        &observed,
+        crate::scale_down::held(&cluster, &observed, memory.quorum_servers, initialized),
+        memory.primary.as_ref().filter(|p| p.pod == cluster.primary).map_or(0, |p| p.epoch),
+        ctx.now,
+    );
     let roles = roles::plan(&roles::Input {
         cluster: &cluster,
         observed: &observed,
@@ -140,6 +148,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
             .and_then(|j| j.status.as_ref()?.completion_time.as_ref())
             .map(|t| t.0),
         may_start: may_start_roles,
+        quorum_servers: scale_down.servers,
         now: ctx.now,
     });
     // Everything below (Services, ConfigMap, EndpointSlices) follows the primary
@@ -152,6 +161,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         operations_started: roles.operations_started,
         newest_version: memory.newest_version.map(|v| v.to_string()),
         force_failover_used: roles.force_failover_used.clone(),
+        quorum_servers: scale_down.remember,
     };
     let template_hash = statefulset::template_hash(&template).unwrap_or_default().to_owned();
     let mut children = desired_children(&cluster, &observed, rollout.partition, template, &remembered, ctx);
@@ -161,6 +171,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         bootstrap_job.into_iter().chain(roles.job.as_ref()).chain(&roles.kept).map(|j| Child::Job(Box::new(j.clone()))),
     );
     children.extend(restore.jobs.iter().map(|j| Child::Job(Box::new(j.clone()))));
+    children.extend(scale_down.job.iter().map(|j| Child::Job(Box::new(j.clone()))));
     // status.servers, and the Job that inspects the servers when what is observed changes.
     let servers = servers::plan(&cluster, &observed, initialized);
     children.extend(servers.jobs.into_iter().map(|j| Child::Job(Box::new(j))));
@@ -223,8 +234,13 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         rollout.last_switchover_error = Some(why.clone());
     }
     let root_local_only = crate::credentials::root_local_only(&cluster);
-    for v in
-        cluster.tls_verdict.iter().chain(&users.verdict).chain(&grow.verdict).chain(std::iter::once(&root_local_only))
+    for v in cluster
+        .tls_verdict
+        .iter()
+        .chain(&users.verdict)
+        .chain(&grow.verdict)
+        .chain(&scale_down.verdict)
+        .chain(std::iter::once(&root_local_only))
     {
         let mut extra = Conditions::new(&previous.conditions, ctx.now);
         extra.set(v.type_, v.status, v.reason, v.message.clone());
@@ -237,7 +253,10 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         || restore.blocks_bootstrap
         || !crate::conditions::is_true(&status.conditions, TEMPLATE_APPLIED);
     let resync =
-        [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after].into_iter().flatten().min();
+        [busy.then_some(RESYNC_BUSY_SECONDS), roles.resync_after, rollout.resync_after, scale_down.resync_after]
+            .into_iter()
+            .flatten()
+            .min();
     Ok(SyncResponse { status, children, resync_after_seconds: resync })
 }
 

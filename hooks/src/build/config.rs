@@ -40,6 +40,8 @@ pub struct Remembered {
     pub newest_version: Option<String>,
     /// The `force-failover` value a forced failover used, while the annotation stays.
     pub force_failover_used: Option<String>,
+    /// The servers of a scale-down not yet proven safe ([`crate::scale_down`]).
+    pub quorum_servers: Option<i32>,
 }
 
 #[must_use]
@@ -72,6 +74,9 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
     }
     if let Some(v) = &remembered.force_failover_used {
         annotations.insert(memory::FORCE_FAILOVER_USED.to_owned(), v.clone());
+    }
+    if let Some(n) = remembered.quorum_servers {
+        annotations.insert(memory::QUORUM_SERVERS.to_owned(), n.to_string());
     }
     ConfigMap {
         metadata: ObjectMeta {

@@ -223,9 +223,14 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
                 false,
                 "NoQuorum",
                 format!(
-                    "{down}; {running_replicas} of {} replica servers run, and a failover must examine {} so that no acknowledged commit is lost (it could sit on a replica that does not answer); it waits. To fail over anyway, accepting that loss: kubectl annotate mysql <name> {}={}{}",
+                    "{down}; {running_replicas} of {} replica servers run, and a failover must examine {}{} so that no acknowledged commit is lost (it could sit on a replica that does not answer); it waits. To fail over anyway, accepting that loss: kubectl annotate mysql <name> {}={}{}",
                     f.replicas - 1,
                     f.quorum,
+                    if f.quorum > f.replicas - 1 {
+                        " (a scale-down is not yet proven safe, see ScaleDown: a removed server may hold them)"
+                    } else {
+                        ""
+                    },
                     super::FORCE_FAILOVER,
                     f.primary,
                     if f.force_used {

@@ -162,6 +162,9 @@ pub struct Input<'a> {
     pub memory: &'a Memory,
     /// The pod the [`FORCE_FAILOVER`] annotation names.
     pub force_failover: Option<&'a str>,
+    /// The number of servers whose replicas a failover examines: more than
+    /// `spec.replicas` while a scale-down is not proven safe ([`crate::scale_down`]).
+    pub quorum_servers: i32,
     pub now: Timestamp,
 }
 
@@ -312,7 +315,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
         primary: &r.primary,
         observed: input.observed,
         replicas: c.replicas,
-        quorum: quorum(c.flavor, c.replicas),
+        quorum: quorum(c.flavor, input.quorum_servers.max(c.replicas)),
         forced: force_applies(input).is_some_and(|p| p == r.primary),
         force_used: input.force_failover.is_some_and(|p| p == r.primary) && force_applies(input).is_none(),
         spec: input.failover,
@@ -669,7 +672,9 @@ fn job_for(input: &Input<'_>, op: &Operation, forced: bool) -> Job {
     }
     let script = match op.kind {
         OperationKind::Failover => {
-            vars.push(env("QUORUM", quorum(c.flavor, c.replicas).to_string()));
+            // More than the members answering while a scale-down is unproven
+            // (issue 31.4): met only by the old primary holding everything, or FORCE.
+            vars.push(env("QUORUM", quorum(c.flavor, input.quorum_servers.max(c.replicas)).to_string()));
             if forced {
                 vars.push(env("FORCE", "1"));
             }
