@@ -603,23 +603,31 @@ next_relay_file() {
 }
 # mdb_relay_scan POD APPLIED: read POD's relay log from the applier's position
 # (RS_RELAY_FILE/RS_RELAY_POS: call sql_replica_status first) to its end;
-# sets RL_GTIDS, RL_FILE, RL_POS (see mdb_relay_events_parse).  A file that is
-# gone (purged while we read, or past the end) ends the scan when the next one
-# is gone too.
+# sets RL_GTIDS, RL_FILE, RL_POS (see mdb_relay_events_parse).  A file the
+# server says it lacks (the client's exit status 1: purged while we read, or
+# past the end) ends the scan when the next one is lacking too.  A read that
+# did not finish (timed out after QUERY_TIMEOUT, killed: any other status)
+# fails the scan, 1 (issue 31.5): counted as missing it made the received set
+# short, and a promotion then discarded the unread, acknowledged rest.
 mdb_relay_scan() {
-  local pod=$1 applied=$2 file pos out missing=0
+  local pod=$1 applied=$2 file pos out missing=0 rc
   RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID="" RLP_FILE="" RLP_POS="" RLP_STANDALONE=0
   file=${RS_RELAY_FILE##*/} pos=${RS_RELAY_POS:-4}
   [[ -n $file && $file == *.+([0-9]) ]] || return 0
   while (( missing < 2 )); do
-    if out=$(sql "$pod" "SHOW RELAYLOG EVENTS IN $(sql_quote "$file") FROM $pos" 2>/dev/null); then
-      missing=0
-      mdb_relay_events_parse "$applied" <<< "$out"
-    else
-      missing=$((missing + 1))
-    fi
+    rc=0
+    out=$(sql "$pod" "SHOW RELAYLOG EVENTS IN $(sql_quote "$file") FROM $pos" 2>/dev/null) || rc=$?
+    case $rc in
+      0) missing=0
+         mdb_relay_events_parse "$applied" <<< "$out" ;;
+      1) missing=$((missing + 1)) ;;
+      *) log "$pod: reading its relay log $file did not finish (exit status $rc; QUERY_TIMEOUT ${QUERY_TIMEOUT}s): what it received is unknown"
+         return 1 ;;
+    esac
     file=$(next_relay_file "$file") pos=4
   done
+  # A lost connection also exits 1: the scan counts only if the server still answers.
+  reachable "$pod"
 }
 # mdb_received POD: MDB_RECV = what POD executed and received, as a state
 # (see sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
@@ -633,7 +641,7 @@ mdb_received() {
   MDB_RECV=$(mdb_state_max "$all" "$RS_IO_GTID")
   RL_GTIDS="" RL_FILE="" RL_POS=""
   if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_SQL" != Yes ] || [ -z "$RS_IO_GTID" ]; }; then
-    mdb_relay_scan "$pod" "$MDB_APPLIED"
+    mdb_relay_scan "$pod" "$MDB_APPLIED" || return 1
     MDB_RECV=$(mdb_state_max "$MDB_RECV" "$RL_GTIDS")
   fi
   return 0

@@ -117,7 +117,8 @@ else
   examined=()
   for p in "${members[@]}"; do
     sql_stop_io_thread "$p"
-    if survey "$p"; then examined+=("$p"); else log "$p stopped answering"; unreachable+=("$p"); fi
+    if survey "$p"; then examined+=("$p")
+    else log "$p is not examined: it stopped answering, or what it received could not be read"; unreachable+=("$p"); fi
   done
   members=("${examined[@]}")
   r_arr unreachable "${unreachable[@]}"

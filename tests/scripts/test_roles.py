@@ -4,11 +4,12 @@ are never two writable servers, and that the cluster comes back writable by
 itself (issue 14).  Fixtures in conftest.py, harness in dbcluster.py.
 
 All of them run on MariaDB 10.11; those marked all_servers also on MySQL 9.7 and
-MariaDB 11.8 (issue 33).  The two others fail on MySQL 9.7 when run there with
+MariaDB 11.8 (issue 33).  Two of the others fail on MySQL 9.7 when run there with
 MYSQL_HOOK_ALL_TESTS=1: test_bootstrap_over_diverged_data_refuses makes a
 foreign GTID with MariaDB's session server_id, and in
 test_failover_blocked_commit_never_completes_beside_new_primary the fence fails
-on MySQL (docs/support.md: an open finding)."""
+on MySQL (docs/support.md: an open finding).  test_relay_log_survey_that_fails_refuses
+is about MariaDB's relay log survey (MySQL reports its received set itself)."""
 
 from __future__ import annotations
 
@@ -315,6 +316,53 @@ def test_relay_log_recovery_on_loses_acknowledged_commits(world, request):
     REPORT.append(f"relay_log_recovery=ON: same chained failure -> promoted {new.name}, "
                   f"lost {len(lost)} of 30 acknowledged rows")
     assert lost == set(range(11, 41)), f"expected the 30 acknowledged rows to be lost, lost {sorted(lost)}"
+
+
+MANY = 150_000   # single-row statements in one transaction: ~450,000 relay log events
+
+
+def test_relay_log_survey_that_fails_refuses(world, request):
+    """Issue 31.5: the survey of a restarted replica reads its relay log with
+    SHOW RELAYLOG EVENTS under QUERY_TIMEOUT.  A read that timed out was
+    counted as "file missing": the received set came out short, the replica
+    was promoted and its unapplied, acknowledged relay log discarded.  Now a
+    read that fails (timed out, killed) fails the survey: the replica counts as
+    not examined and the failover refuses (no-quorum), losing nothing."""
+    from dbcluster import Cluster
+    c = Cluster(world, request.node.name, extra_cnf="relay_log_recovery = OFF\n")
+    try:
+        c.bootstrap()
+        p = c["db-0"]
+        fill(p, 1, 10)
+        c.wait_synced(p)
+        c["db-1"].query(_stop(c, "SQL_THREAD"))
+        c["db-2"].query(_stop(c, "IO_THREAD"))
+        # One acknowledged transaction of MANY statements: db-1 holds it only in its relay log.
+        p.query("DELIMITER //\nCREATE PROCEDURE hook.many(a INT, b INT) BEGIN DECLARE i INT DEFAULT a; START TRANSACTION; "
+                "WHILE i <= b DO INSERT INTO hook.t VALUES (i, 'acked', @@server_id, NOW(6)); SET i = i + 1; "
+                "END WHILE; COMMIT; END //", timeout=120)
+        p.query(f"CALL hook.many(11, {MANY + 10})", timeout=300)
+        acked = set(range(1, MANY + 11))
+        assert rows(c["db-1"]) == set(range(1, 11)), "db-1 has not applied them"
+        c["db-1"].kill()
+        c["db-1"].start()
+        p.kill()
+        start = time.monotonic()
+        r = c.run("failover.sh", PRIMARY="db-0", QUERY_TIMEOUT="0.3")
+        took = time.monotonic() - start
+        assert r.rc == 1 and r.json["reason"] == "no-quorum" and "promoted" not in r.json, r
+        assert "db-1: reading its relay log relay-bin." in r.stderr and "did not finish" in r.stderr, r
+        assert c.writable() == []
+        # With time enough to read it, the same failover promotes db-1 and keeps everything.
+        r2 = c.run("failover.sh", PRIMARY="db-0")
+        assert r2.rc == 0 and r2.json["primary"] == "db-1", r2
+        lost = acked - rows(c["db-1"])
+        REPORT.append(f"relay log survey: {MANY} unapplied acknowledged statements, QUERY_TIMEOUT=0.3 -> "
+                      f"no-quorum in {took:.1f}s; then QUERY_TIMEOUT=60 -> promoted db-1 in {r2.seconds:.1f}s, "
+                      f"lost {len(lost)}")
+        assert not lost, f"{len(lost)} acknowledged rows lost"
+    finally:
+        c.close()
 
 
 @pytest.mark.all_servers
