@@ -10,9 +10,9 @@
 #      PRIMARY, so nothing new arrives and the old primary cannot collect
 #      semi-sync acknowledgements; read each one's executed and received sets;
 #   3. quorum: fewer than QUORUM of them answered and FORCE is not 1 ->
-#      no-quorum, nothing promoted -- unless PRIMARY answers and its executed
-#      set contains every examined member's received set (then nothing
-#      acknowledged can be missing from it);
+#      no-quorum, nothing promoted -- unless PRIMARY answers, at least one
+#      other member is examined, and PRIMARY's received set contains every
+#      examined member's (then nothing acknowledged can be missing from it);
 #   4. candidates: PRIMARY when it answers (fenced; its own transactions are
 #      never errant) and the examined members that are not errant (rule in
 #      README.md); choose the one whose executed+received set contains every
@@ -129,8 +129,11 @@ else
 
   # 3. quorum
   if (( ${#members[@]} < QUORUM )); then
+    # The exception needs a witness: with no member examined, "holds every
+    # examined member's set" is true of an old primary that came back empty
+    # or from an older volume (issue 31.3).
     holds_all=false
-    if [ "$old_up" = true ]; then
+    if [ "$old_up" = true ] && (( ${#members[@]} > 0 )); then
       holds_all=true
       for p in "${members[@]}"; do
         gtid_contains "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
@@ -141,6 +144,9 @@ else
     elif [ "$holds_all" = true ]; then
       log "quorum not met, but $old answers and holds every examined member's received transactions"
     else
+      if [ "$old_up" = true ] && (( ${#members[@]} == 0 )); then
+        fail no-quorum "0 of ${#others[@]} replicas answer; $old answers but there is no replica to compare it with, so nothing proves it holds every acknowledged commit (it may have come back empty or from an older volume; not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
+      fi
       fail no-quorum "${#members[@]} of ${#others[@]} replicas answer; $QUORUM needed to be sure the promoted server holds every acknowledged commit (not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
     fi
   fi

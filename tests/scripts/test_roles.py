@@ -13,6 +13,7 @@ is about MariaDB's relay log survey (MySQL reports its received set itself)."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -259,6 +260,50 @@ def test_failover_restarted_primary_is_repromoted(cluster):
     assert rows(c["db-1"]) == rows(p)
     REPORT.append(f"restart: 3-server primary restarted read-only -> re-promoted in place ({r.seconds:.1f}s), "
                   f"{len(acked)} acknowledged rows kept; again with db-2 down and QUORUM=2 -> re-promoted")
+
+
+@pytest.mark.all_servers
+def test_failover_old_primary_alone_refuses(cluster):
+    """3 servers: the primary comes back from an older copy of its volume
+    while both replicas are down.  No replica answers, so nothing shows that
+    it holds every acknowledged commit: nothing is promoted (issue 31.3;
+    before, the quorum exception was vacuous with no member examined and
+    promoted it, losing rows 11-20).  Once the replicas are back the cluster
+    is writable again with every row."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    # the older volume: a copy of db-0's data dir, taken while it is stopped
+    p.stop()
+    old_copy = p.base / "data-older"
+    shutil.copytree(p.datadir, old_copy, symlinks=True)
+    p.start()
+    r0 = c.run("failover.sh", PRIMARY="db-0")
+    assert r0.rc == 0 and r0.json["primary"] == "db-0", r0
+    fill(p, 11, 20)
+    c.wait_synced(p)
+    for name in ("db-1", "db-2"):
+        c[name].kill()
+    p.kill()
+    shutil.rmtree(p.datadir)
+    old_copy.rename(p.datadir)
+    p.start()
+    assert rows(p) == set(range(1, 11)), "db-0 is back from the older copy"
+    r = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r.rc == 1 and r.json["reason"] == "no-quorum" and "promoted" not in r.json, r
+    assert "0 of 2 replicas answer" in r.json["message"] and "no replica to compare it with" in r.json["message"], r
+    assert c.writable() == [], "nothing promoted"
+    for name in ("db-1", "db-2"):
+        c[name].start()
+    r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=2)
+    assert r2.rc == 0 and r2.json["result"] == "promoted" and r2.json["primary"] in ("db-1", "db-2"), r2
+    new = c[r2.json["primary"]]
+    assert c.writable() == [new.name]
+    assert rows(new) == set(range(1, 21)), "acknowledged rows 11-20 kept"
+    REPORT.append(f"alone: old primary back from an older volume, both replicas down -> no-quorum ({r.json['message'][:60]}...); "
+                  f"replicas back -> promoted {new.name} with all 20 rows")
 
 
 # ---------------------------------------------------- 3. relay_log_recovery

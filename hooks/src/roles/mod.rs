@@ -24,7 +24,9 @@
 //! (A + E > R). The hook starts it only when that many replica servers run (or the
 //! old primary's server runs: then it is fenced and, being the most advanced, may
 //! be promoted again); the Job checks it again against the servers that answer
-//! (`QUORUM`). The annotation `mysqlhook.dev/force-failover: <primary pod>` lets a
+//! (`QUORUM`), and grants the old primary's exception only when at least one
+//! replica answers to compare it with (an old primary alone may be back from an
+//! empty or older volume; issue 31.3). The annotation `mysqlhook.dev/force-failover: <primary pod>` lets a
 //! human force a failover of that primary with fewer, accepting the loss.
 //!
 //! [`failover`] decides when the primary has failed; [`switchover`] handles the
