@@ -434,6 +434,7 @@ def replica_scenarios(running, st):
     write("sync", "servers-second-writer-other-primary", request(
         parent(status=st), observed(running["children"], done),
         related(*pods([True, False, True]), job_pod(inspect, "inspect", line({**second, "primary": "db-2"})))))
+    known_position_scenarios(inspect, done, report, line)
     stopped = response_of("sync", "servers-replica-stopped")
     if stopped is None:
         return
@@ -448,6 +449,34 @@ def replica_scenarios(running, st):
         parent(status=stopped["status"]), observed(stopped["children"], {**done, newer: "succeeded"}),
         related(*pods([True, True, False]), inspected_pod,
                 finished_at(job_pod(newer, "inspect", line(report)), "2026-11-29T11:59:40Z"))))
+
+
+def known_position_scenarios(inspect, done, report, line):
+    """Issue 31.3: what the primary is known to have executed reaches the failover
+    Job (PRIMARY_GTID), so an old primary back from an older volume is not promoted
+    under the quorum exception. servers-inspected's answer remembers db-0's
+    position on its config ConfigMap; then db-0 fails, the inspection run for the
+    new readiness finds it down (no position), and the failover past the grace
+    period still gets the remembered one."""
+    inspected = response_of("sync", "servers-inspected")
+    if inspected is None:
+        return
+    down = [server_pod("db-0", 0, False, "2026-11-29T11:59:55Z")] + [server_pod(f"db-{i}", i, True) for i in (1, 2)]
+    old_pod = job_pod(inspect, "inspect", line(report))
+    write("sync", "failover-known-position-in-grace", request(
+        parent(status=inspected["status"]), observed(inspected["children"], done), related(*down, old_pod)))
+    in_grace = response_of("sync", "failover-known-position-in-grace")
+    if in_grace is None:
+        return
+    newer = next(c["metadata"]["name"] for c in in_grace["children"] if c["kind"] == "Job"
+                 and c["metadata"]["labels"].get("mysqlhook.dev/purpose") == "inspect"
+                 and c["metadata"]["name"] != inspect)
+    gone = {**report, "servers": [{"name": "db-0", "up": False}] + report["servers"][1:]}
+    past = in_grace["status"]
+    down[0] = server_pod("db-0", 0, False, "2026-11-29T11:59:00Z")
+    write("sync", "failover-known-position", request(
+        parent(status=past), observed(in_grace["children"], {**done, newer: "succeeded"}),
+        related(*down, old_pod, finished_at(job_pod(newer, "inspect", line(gone)), "2026-11-29T11:59:50Z"))))
 
 
 def failover_scenarios(running, st, live):

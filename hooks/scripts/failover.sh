@@ -12,7 +12,8 @@
 #   3. quorum: fewer than QUORUM of them answered and FORCE is not 1 ->
 #      no-quorum, nothing promoted -- unless PRIMARY answers, at least one
 #      other member is examined, and PRIMARY's received set contains every
-#      examined member's (then nothing acknowledged can be missing from it);
+#      examined member's and PRIMARY_GTID (then nothing acknowledged can be
+#      missing from it);
 #   4. candidates: PRIMARY when it answers (fenced; its own transactions are
 #      never errant) and the examined members that are not errant (rule in
 #      README.md); choose the one whose executed+received set contains every
@@ -29,7 +30,8 @@
 #      (reason in the log) and does not fail the Job.
 # Env (besides the common ones): PRIMARY; QUORUM = how many members other than
 # PRIMARY must answer [all of them] (more than there are: never met); FORCE=1 skips the quorum (a human's
-# decision: commits only the missing members hold are lost); WAIT_TIMEOUT.
+# decision: commits only the missing members hold are lost); PRIMARY_GTID =
+# what the hook last saw executed on PRIMARY [none]; WAIT_TIMEOUT.
 # Idempotent: a rerun that finds exactly one writable non-replica member other
 # than PRIMARY carrying this Job's EPOCH (promoted by an earlier run) adopts it
 # and only repeats step 7 -- a writable member of any other epoch is fenced and
@@ -48,6 +50,9 @@ QUORUM=${QUORUM:-${#others[@]}}
 [[ $QUORUM =~ ^[0-9]+$ ]] || fail bad-env "QUORUM '$QUORUM' must be a number"
 FORCE=${FORCE:-0}
 [[ $FORCE == [01] ]] || fail bad-env "FORCE must be 0 or 1"
+# What the hook last saw executed on PRIMARY (issue 31.3); parsed before use.
+PRIMARY_GTID=${PRIMARY_GTID:-}
+gtid_text_ok "$PRIMARY_GTID" || fail bad-env "PRIMARY_GTID is not a $FLAVOR GTID text"
 r_str from "$old"
 
 # 1. fence: nothing is promoted while another member answers and is not
@@ -139,11 +144,20 @@ else
         gtid_contains "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
       done
     fi
+    # ... and it must still hold what the hook last saw executed on it: the
+    # examined members may be behind too (issue 31.3).
+    lacks_known=false
+    if [ "$holds_all" = true ] && [ -n "$PRIMARY_GTID" ] && ! gtid_contains "${RECV[$old]}" "$PRIMARY_GTID" "$old"; then
+      holds_all=false lacks_known=true
+    fi
     if [ "$FORCE" = 1 ]; then
       log "quorum not met (${#members[@]} of ${#others[@]} answer, $QUORUM needed); FORCE=1: going on"
     elif [ "$holds_all" = true ]; then
       log "quorum not met, but $old answers and holds every examined member's received transactions"
     else
+      if [ "$lacks_known" = true ]; then
+        fail no-quorum "${#members[@]} of ${#others[@]} replicas answer, $QUORUM needed; $old answers but lacks transactions the hook saw executed on it (PRIMARY_GTID=[$PRIMARY_GTID], it holds [${RECV[$old]}]): it may be back from an older volume, so nothing proves it holds every acknowledged commit (not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
+      fi
       if [ "$old_up" = true ] && (( ${#members[@]} == 0 )); then
         fail no-quorum "0 of ${#others[@]} replicas answer; $old answers but there is no replica to compare it with, so nothing proves it holds every acknowledged commit (it may have come back empty or from an older volume; not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
       fi

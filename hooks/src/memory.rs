@@ -116,6 +116,8 @@ pub struct Memory {
     pub force_failover_used: Option<String>,
     /// The servers of a scale-down not yet proven safe ([`QUORUM_SERVERS`]).
     pub quorum_servers: Option<i32>,
+    /// What the primary is known to have executed ([`crate::roles::position`]).
+    pub primary_position: Option<crate::roles::position::Known>,
 }
 
 /// A role-change Job observed: its kind, number and (if it finished) outcome.
@@ -280,6 +282,10 @@ pub fn recall(parent: &MySQL, observed: &Observed<'_>, names: &Names) -> Memory 
         newest_version,
         force_failover_used: annotation(FORCE_FAILOVER_USED).map(str::to_owned),
         quorum_servers: crate::scale_down::remembered(annotation(QUORUM_SERVERS)),
+        primary_position: crate::roles::position::Known::recall(
+            parent.spec.flavor,
+            annotation(crate::roles::position::PRIMARY_POSITION),
+        ),
     }
 }
 

@@ -59,15 +59,14 @@ pub fn current_job(c: &Cluster, observed: &Observed<'_>) -> String {
     c.names.job(INSPECT, &short_hash(signature.as_bytes()))
 }
 
-/// Plans the inspection Jobs (only once the cluster is bootstrapped: before, there
-/// is no primary to compare with) and reports every member.
-#[must_use]
-pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
+/// The newest inspection that succeeded: when its pod finished, its Job's name,
+/// the Job and its report.
+type Inspection<'a> = (Option<k8s_openapi::jiff::Timestamp>, &'a str, &'a Job, protocol::Report);
+
+fn newest<'a>(observed: &Observed<'a>) -> Option<Inspection<'a>> {
     let is_inspect =
         |j: &&Job| j.metadata.labels.as_ref().and_then(|l| l.get(labels::JOB_PURPOSE)).is_some_and(|p| p == INSPECT);
-    let current = current_job(c, observed);
-    // The newest inspection that succeeded, with its time.
-    let newest = observed
+    observed
         .jobs()
         .filter(is_inspect)
         .filter(|j| Observed::job_state(j) == JobState::Succeeded)
@@ -77,7 +76,31 @@ pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
             let inspected: protocol::Report = serde_json::from_str(line).ok()?;
             (inspected.result == "inspected").then_some((at, name, j, inspected))
         })
-        .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        .max_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
+}
+
+/// What the newest inspection read executed on `primary` while it ran as the
+/// primary: the inspection was run for it, and found it up and writable. The text
+/// may be clipped (see [`crate::roles::position`]).
+#[must_use]
+pub fn primary_gtid(observed: &Observed<'_>, primary: &str) -> Option<String> {
+    let (_, _, _, inspected) = newest(observed)?;
+    if inspected.primary.as_deref() != Some(primary) {
+        return None;
+    }
+    let r = inspected.servers.iter().flatten().find(|r| r.name == primary)?;
+    if r.up != Some(true) || r.writable != Some(true) {
+        return None;
+    }
+    r.gtid.clone()
+}
+
+/// Plans the inspection Jobs (only once the cluster is bootstrapped: before, there
+/// is no primary to compare with) and reports every member.
+#[must_use]
+pub fn plan(c: &Cluster, observed: &Observed<'_>, initialized: bool) -> Plan {
+    let current = current_job(c, observed);
+    let newest = newest(observed);
 
     let mut jobs = Vec::new();
     if initialized {

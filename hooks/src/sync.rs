@@ -124,13 +124,24 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
     });
     let annotation =
         |key: &str| request.parent.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str);
+    // The epoch of the primary as this sync finds it.
+    let primary_epoch = memory.primary.as_ref().filter(|p| p.pod == cluster.primary).map_or(0, |p| p.epoch);
     // A scale-down keeps the old failover arithmetic until it is proven safe.
     let scale_down = crate::scale_down::plan(
         &cluster,
         &observed,
         crate::scale_down::held(&cluster, &observed, memory.quorum_servers, initialized),
-        memory.primary.as_ref().filter(|p| p.pod == cluster.primary).map_or(0, |p| p.epoch),
+        primary_epoch,
         ctx.now,
+    );
+    // What the primary is known to have executed (issue 31.3): a failover started
+    // now gives it to its Job.
+    let known = roles::position::remember(
+        cluster.flavor,
+        memory.primary_position.as_ref(),
+        &cluster.primary,
+        primary_epoch,
+        servers::primary_gtid(&observed, &cluster.primary).as_deref(),
     );
     let roles = roles::plan(&roles::Input {
         cluster: &cluster,
@@ -149,6 +160,7 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
             .map(|t| t.0),
         may_start: may_start_roles,
         quorum_servers: scale_down.servers,
+        primary_position: known.as_ref().filter(|_| initialized),
         now: ctx.now,
     });
     // Everything below (Services, ConfigMap, EndpointSlices) follows the primary
@@ -162,6 +174,8 @@ pub(crate) fn sync_with_roles(request: &SyncRequest, ctx: &Context, may_start_ro
         newest_version: memory.newest_version.map(|v| v.to_string()),
         force_failover_used: roles.force_failover_used.clone(),
         quorum_servers: scale_down.remember,
+        // Kept for the primary and epoch it was read for; a role change forgets it.
+        primary_position: known.filter(|k| initialized && k.pod == roles.primary && k.epoch == roles.epoch),
     };
     let template_hash = statefulset::template_hash(&template).unwrap_or_default().to_owned();
     let mut children = desired_children(&cluster, &observed, rollout.partition, template, &remembered, ctx);

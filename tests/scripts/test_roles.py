@@ -262,6 +262,23 @@ def test_failover_restarted_primary_is_repromoted(cluster):
                   f"{len(acked)} acknowledged rows kept; again with db-2 down and QUORUM=2 -> re-promoted")
 
 
+def _primary_with_older_copy(c):
+    """Bootstraps 3 servers, writes rows 1-10 and takes a copy of db-0's data
+    dir while it is stopped (an older volume to bring it back from later); db-0
+    is then the writable primary again. Returns db-0 and the copy's path."""
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    p.stop()
+    old_copy = p.base / "data-older"
+    shutil.copytree(p.datadir, old_copy, symlinks=True)
+    p.start()
+    r0 = c.run("failover.sh", PRIMARY="db-0")
+    assert r0.rc == 0 and r0.json["primary"] == "db-0", r0
+    return p, old_copy
+
+
 @pytest.mark.all_servers
 def test_failover_old_primary_alone_refuses(cluster):
     """3 servers: the primary comes back from an older copy of its volume
@@ -271,17 +288,7 @@ def test_failover_old_primary_alone_refuses(cluster):
     promoted it, losing rows 11-20).  Once the replicas are back the cluster
     is writable again with every row."""
     c = cluster
-    c.bootstrap()
-    p = c["db-0"]
-    fill(p, 1, 10)
-    c.wait_synced(p)
-    # the older volume: a copy of db-0's data dir, taken while it is stopped
-    p.stop()
-    old_copy = p.base / "data-older"
-    shutil.copytree(p.datadir, old_copy, symlinks=True)
-    p.start()
-    r0 = c.run("failover.sh", PRIMARY="db-0")
-    assert r0.rc == 0 and r0.json["primary"] == "db-0", r0
+    p, old_copy = _primary_with_older_copy(c)
     fill(p, 11, 20)
     c.wait_synced(p)
     for name in ("db-1", "db-2"):
@@ -304,6 +311,44 @@ def test_failover_old_primary_alone_refuses(cluster):
     assert rows(new) == set(range(1, 21)), "acknowledged rows 11-20 kept"
     REPORT.append(f"alone: old primary back from an older volume, both replicas down -> no-quorum ({r.json['message'][:60]}...); "
                   f"replicas back -> promoted {new.name} with all 20 rows")
+
+
+@pytest.mark.all_servers
+def test_failover_old_primary_lacking_its_known_position_refuses(cluster):
+    """3 servers: db-1's receiver is stopped, so db-2 alone acknowledges rows
+    11-20; then every server dies, db-0 comes back from an older copy of its
+    volume (rows 1-10) beside the lagging db-1, db-2 stays down.  db-0 holds all
+    db-1 has, so the quorum exception alone promoted it and lost rows 11-20
+    (before issue 31.3).  With the position the hook last saw executed on db-0
+    (PRIMARY_GTID) nothing is promoted; once db-2 is back the cluster is
+    writable again with every row."""
+    c = cluster
+    p, old_copy = _primary_with_older_copy(c)
+    c["db-1"].query(_stop(c, "IO_THREAD"))
+    fill(p, 11, 20, "acked")        # each returned OK: acknowledged by db-2 alone
+    known = p.gtid_position()       # what an inspection reports as db-0's gtid
+    assert known
+    for name in ("db-2", "db-1"):
+        c[name].kill()
+    p.kill()
+    shutil.rmtree(p.datadir)
+    old_copy.rename(p.datadir)
+    p.start()
+    c["db-1"].start()
+    assert rows(p) == set(range(1, 11)) and rows(c["db-1"]) == set(range(1, 11))
+    r = c.run("failover.sh", PRIMARY="db-0", QUORUM=2, PRIMARY_GTID=known)
+    assert r.rc == 1 and r.json["reason"] == "no-quorum" and "promoted" not in r.json, r
+    assert "lacks transactions the hook saw executed on it" in r.json["message"], r
+    assert c.writable() == [], "nothing promoted"
+    bad = c.run("failover.sh", PRIMARY="db-0", QUORUM=2, PRIMARY_GTID="0-1-$(id)")
+    assert bad.rc == 1 and bad.json["reason"] == "bad-env", bad
+    c["db-2"].start()
+    r2 = c.run("failover.sh", PRIMARY="db-0", QUORUM=2, PRIMARY_GTID=known)
+    assert r2.rc == 0 and r2.json["result"] == "promoted" and r2.json["primary"] == "db-2", r2
+    assert c.writable() == ["db-2"]
+    assert rows(c["db-2"]) == set(range(1, 21)), "acknowledged rows 11-20 kept"
+    REPORT.append(f"known position: db-0 back from an older volume beside a lagging db-1, db-2 down: "
+                  f"PRIMARY_GTID=[{known[:40]}] -> no-quorum; db-2 back -> promoted db-2 with all 20 rows")
 
 
 # ---------------------------------------------------- 3. relay_log_recovery

@@ -42,6 +42,8 @@ pub struct Remembered {
     pub force_failover_used: Option<String>,
     /// The servers of a scale-down not yet proven safe ([`crate::scale_down`]).
     pub quorum_servers: Option<i32>,
+    /// What the primary is known to have executed ([`crate::roles::position`]).
+    pub primary_position: Option<crate::roles::position::Known>,
 }
 
 #[must_use]
@@ -77,6 +79,9 @@ pub fn config_map(c: &Cluster, remembered: &Remembered) -> ConfigMap {
     }
     if let Some(n) = remembered.quorum_servers {
         annotations.insert(memory::QUORUM_SERVERS.to_owned(), n.to_string());
+    }
+    if let Some(known) = &remembered.primary_position {
+        annotations.insert(crate::roles::position::PRIMARY_POSITION.to_owned(), known.annotation());
     }
     ConfigMap {
         metadata: ObjectMeta {

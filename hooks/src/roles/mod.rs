@@ -35,6 +35,7 @@
 //! after the other two and only when nothing else runs.
 
 pub mod failover;
+pub mod position;
 pub mod switchover;
 
 use k8s_openapi::{
@@ -167,6 +168,8 @@ pub struct Input<'a> {
     /// The number of servers whose replicas a failover examines: more than
     /// `spec.replicas` while a scale-down is not proven safe ([`crate::scale_down`]).
     pub quorum_servers: i32,
+    /// What the current primary is known to have executed ([`position`]).
+    pub primary_position: Option<&'a position::Known>,
     pub now: Timestamp,
 }
 
@@ -423,6 +426,7 @@ fn rebuild(job: &Job, rj: &RoleJob<'_>, now: Timestamp) -> Operation {
         job: rj.name.to_owned(),
         from: memory::job_env(job, "PRIMARY").unwrap_or_default().to_owned(),
         target: memory::job_env(job, "TARGET").map(str::to_owned),
+        from_gtid: memory::job_env(job, "PRIMARY_GTID").map(str::to_owned),
         reason: reason.to_owned(),
         started_at: job.metadata.creation_timestamp.clone().unwrap_or(Time(now)),
     }
@@ -630,7 +634,13 @@ fn start(
         n = n.saturating_add(1);
         name = c.names.job(purpose, &n.to_string());
     }
-    let op = Operation { kind, job: name, from, target, reason: reason.to_owned(), started_at: Time(now) };
+    // Fixed when the operation starts: the Job is rebuilt from the record until
+    // it is observed, and a later inspection must not change its environment.
+    let from_gtid = match kind {
+        OperationKind::Failover => input.primary_position.filter(|k| k.pod == from).map(|k| k.gtid.clone()),
+        OperationKind::Switchover => None,
+    };
+    let op = Operation { kind, job: name, from, target, from_gtid, reason: reason.to_owned(), started_at: Time(now) };
     r.operations_started = n;
     let forced = kind == OperationKind::Failover && force_applies(input).is_some_and(|p| p == op.from);
     r.job = Some(job_for(input, &op, forced));
@@ -679,6 +689,11 @@ fn job_for(input: &Input<'_>, op: &Operation, forced: bool) -> Job {
             vars.push(env("QUORUM", quorum(c.flavor, input.quorum_servers.max(c.replicas)).to_string()));
             if forced {
                 vars.push(env("FORCE", "1"));
+            }
+            // What the old primary must still hold to be promoted under the
+            // quorum exception (issue 31.3).
+            if let Some(gtid) = &op.from_gtid {
+                vars.push(env("PRIMARY_GTID", gtid.as_str()));
             }
             "failover.sh"
         }
