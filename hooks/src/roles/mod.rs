@@ -710,6 +710,17 @@ fn job_for(input: &Input<'_>, op: &Operation, forced: bool) -> Job {
     );
     job.metadata.name = Some(op.job.clone());
     job.metadata.annotations = Some(std::collections::BTreeMap::from([(REASON.to_owned(), op.reason.clone())]));
+    // A switchover has one attempt. Its refusals are answers, not accidents: a
+    // primary that does not answer (its pod force-deleted, its node gone) stays
+    // unreachable, and the Job's three retries with the Job controller's back-off
+    // held the one role-change slot for over two minutes while the failover that
+    // could act waited (real-server scenario 13). The hook retries where a retry
+    // can help: a drain's and a rollout's switchover back off and start again.
+    if op.kind == OperationKind::Switchover
+        && let Some(spec) = job.spec.as_mut()
+    {
+        spec.backoff_limit = Some(0);
+    }
     job
 }
 
