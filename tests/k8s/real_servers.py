@@ -827,6 +827,69 @@ def s2_failover(run: Run) -> None:
                              f"{st.get('primary')}, role changes {changes}; {db.brief()}")
 
 
+def s13_primary_cannot_start(run: Run) -> None:
+    """The primary's pod cannot start again (issue 31.2): its volume's directory is
+    gone from the node, and the pod is deleted at once (no preStop, no drain
+    switchover), so the StatefulSet's new pod stays in ContainerCreating
+    (FailedMount). Every replica turns NotReady (its receiver lost the source), yet
+    their servers run and their agents answer /candidate: the failover starts
+    after the grace period and the Job examines them. Writes must resume within the
+    grace period plus 60 s. Then the directory comes back, the kubelet mounts it on
+    its next try, and the old primary rejoins as a replica: 3 Ready again."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    st = three_servers(run, db)
+    old = st["primary"]
+    before = st.get("roleChanges") or []
+    grace = int((((db.mysql() or {}).get("spec") or {}).get("failover") or {}).get("gracePeriodSeconds", 10))
+    claim = run.k8s.get_or_none("v1", "PersistentVolumeClaim", f"data-{old}", db.namespace) or {}
+    pv = (claim.get("spec") or {}).get("volumeName")
+    if not pv:
+        raise StepFailed(f"no bound volume for data-{old}: {claim.get('status')}")
+    path = db.node.volume_path(pv)
+    away = path.with_name(path.name + ".away")
+    # The running mysqld keeps its mount; only a new pod needs the directory.
+    path.rename(away)
+    try:
+        ip = ((db.pod(old) or {}).get("status") or {}).get("podIP")
+        if not ip:
+            raise StepFailed(f"the primary {old} has no pod IP: {pod_line(db.pod(old) or {})}")
+        run.k8s.request("DELETE", run.k8s.path_for("v1", "Pod", db.namespace, old),
+                        {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})
+        say(f"moved {path} away and deleted pod {old} at once (grace 0): its new pod cannot mount its volume")
+
+        def gone() -> bool:
+            try:
+                with db.connect(ip, timeout=2):
+                    return False
+            except (OSError, MySQLError, ProtocolError):
+                return True
+        # Timed from the server's end, not the delete: until the kubelet kills it
+        # the old primary still acknowledges writes.
+        db.wait(f"{old}'s server ({ip}) to stop answering", gone, 60, interval=0.2)
+        t = time.monotonic()
+        resumed = judge.wait_writes(t + 0.5, count=20, timeout=grace + 240)
+        took = resumed - t
+        say(f"primary {old} cannot start: writes acknowledged again {took:.1f}s after its server stopped "
+            f"(grace period {grace}s); {pod_line(db.pod(old) or {})}")
+        changes = role_changes(db, before)
+        if not any(c[0] == "Failover" and c[1] == old for c in changes):
+            db.wait(f"a Failover from {old} recorded",
+                    lambda: any(c[0] == "Failover" and c[1] == old for c in role_changes(db, before)), 60)
+        if took > grace + 60:
+            raise StepFailed(f"writable again only {took:.0f}s after the primary's server stopped, more than the "
+                             f"grace period ({grace}s) plus 60s; {db.brief()}")
+    finally:
+        away.rename(path)
+        say(f"moved {path} back")
+    # The kubelet retries the mount with a growing back-off (at most about 2 min).
+    db.wait_running(3, timeout=420)
+    st = db.status()
+    if st.get("primary") == old:
+        raise StepFailed(f"{old} is the primary again, yet it never ran since the failover; {db.brief()}")
+    say(f"{old} back as a replica of {st.get('primary')}: role changes {role_changes(db, before)}")
+
+
 def switchover(run: Run, db: Db, target: str, timeout: float = 300) -> None:
     """Asks for a switchover by annotation (removed first when it already names the
     target: each value is handled once) and waits until status.primary is the target."""
@@ -977,6 +1040,38 @@ def s4a_scale(run: Run) -> None:
     db = run.db("demo")
     three_servers(run, db)
     scale_up_and_down(run, db, check_members=True)
+
+
+def s14_scale_down_then_failover(run: Run) -> None:
+    """Issue 31.4: scale 3 -> 4 -> 3 while writing, and kill the primary's mysqld as
+    soon as the removed server is gone, while the scale-down's proof (a remaining
+    replica holds everything the primary executed) may still run: until it has
+    succeeded a failover examines as many replicas as four servers have. The
+    failover keeps every acknowledged row (the judge counts them) and the cluster
+    is writable again."""
+    db = run.db("demo")
+    judge = run.judge(db)
+    three_servers(run, db)
+    findings = scale(run, db, 4) + scale(run, db, 3)
+    if findings:
+        say(f"scaling 3 -> 4 -> 3: {'; '.join(findings)}")
+    st = db.status()
+    old = st["primary"]
+    before = st.get("roleChanges") or []
+    proof = {c.get("type"): c for c in st.get("conditions") or []}.get("ScaleDown") or {}
+    say(f"scaled back to 3; ScaleDown {proof.get('status')} {proof.get('reason')}: {proof.get('message')}")
+    t = time.monotonic()
+    kill_mysqld(db, old)
+    judge.wait_writes(t + 0.5, count=20, timeout=300)
+    say(f"after the kill of {old}: writes acknowledged again {time.monotonic() - t:.0f}s later")
+    try:
+        db.wait(f"a Failover from {old}",
+                lambda: any(c[0] == "Failover" and c[1] == old for c in role_changes(db, before)), 120)
+    except StepFailed:
+        raise StepFailed(f"no failover from {old} after its mysqld was killed: role changes "
+                         f"{role_changes(db, before)}; {db.brief()}") from None
+    db.wait_running(3, timeout=600)
+    say(f"primary {old} -> {db.status().get('primary')}: role changes {role_changes(db, before)}")
 
 
 def s4b_scale_after_purge(run: Run) -> None:
@@ -1716,8 +1811,12 @@ SCENARIOS = [
     Scenario("1b", "create 3 servers, default 10 s failover grace -> no role change", s1b_default_grace,
              ("grace", "db"), cleanup_grace),
     Scenario("2", "SIGKILL primary mysqld -> failover; delete its pod -> hand-over", s2_failover, ("demo", "db")),
+    Scenario("13", "primary's pod cannot start (volume gone) -> failover; volume back -> rejoins",
+             s13_primary_cannot_start, ("demo", "db")),
     Scenario("5", "switchover by annotation", s5_switchover, ("demo", "db")),
     Scenario("4a", "scale 3 -> 5 -> 3 while writing", s4a_scale, ("demo", "db")),
+    Scenario("14", "scale 3 -> 4 -> 3, then the primary's mysqld killed -> failover", s14_scale_down_then_failover,
+             ("demo", "db")),
     Scenario("6", "version + config rollout: replicas first, one role change", s6_rollout, ("demo", "db")),
     Scenario("7", "MySQLBackup, restore (checksums), point-in-time restore", s7_backup_restore, ("demo", "db"),
              cleanup_s7),
