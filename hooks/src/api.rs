@@ -584,10 +584,11 @@ pub struct Operation {
     /// The requested new primary (switchover); a failover picks its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    /// Failover: what the last inspection saw executed on `from` (the part of
-    /// `status.servers[].gtid` that clipping left whole), when it started. The Job
-    /// promotes `from` again under the quorum exception only if it still holds this,
-    /// so an old primary back from an older volume is not (issue 31.3).
+    /// Failover: what the hook's inspections saw executed on `from` while it was
+    /// the writable primary (remembered on the config ConfigMap, never smaller),
+    /// fixed when the failover started. The Job promotes `from` again under the
+    /// quorum exception only if it still holds this, so an old primary back from an
+    /// older volume is not (issue 31.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_gtid: Option<String>,
     /// Why: `PrimaryNotReady` (failover), `Requested` (annotation) or `Rollout`
