@@ -113,7 +113,7 @@ impl Job {
         }
         let summary = output.lines().rev().find(|l| l.contains(" passed") && l.contains(" in ")).unwrap_or_default();
         if !success {
-            return Err(format!("pytest failed ({summary:?})"));
+            return Err(format!("pytest failed ({summary:?}){}", failed_tests(output)));
         }
         if summary.is_empty() || summary.contains("skipped") {
             return Err(format!("ran no test or skipped some ({summary:?})"));
@@ -123,6 +123,17 @@ impl Job {
         }
         selected(output, self.k, self.n).map(Some).ok_or_else(|| format!("no \"shard {}/{}\" line", self.k, self.n))
     }
+}
+
+/// pytest's short summary of what failed or errored ("FAILED tests/...::test_x -
+/// reason", "ERROR ..."), one per line and cut to 300 characters, so that the
+/// panic message, which is what survives at the end of a long CI log, names them.
+fn failed_tests(output: &str) -> String {
+    output
+        .lines()
+        .filter(|l| l.starts_with("FAILED ") || l.starts_with("ERROR "))
+        .map(|l| format!("\n    {}", l.chars().take(300).collect::<String>()))
+        .collect()
 }
 
 /// A shard's own count: "shard K/N: X of the T tests selected".

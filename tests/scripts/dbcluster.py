@@ -440,7 +440,10 @@ class Server:
             raise SetupError(f"{self.name}: init.sh failed: {r}\n{self.tail_log()}")
         return r
 
-    def start(self, timeout: float = 60):
+    def start(self, timeout: float = 180):
+        """Start the server and wait until it answers. The wait is generous: in
+        CI five suites and a real node share two cores, and a first start of
+        MySQL 9.7 after its initialization is slow; no test measures it."""
         assert self.proc is None or self.proc.poll() is not None
         args = [self.world.kind.server, f"--defaults-file={self.cnf}"]
         if os.geteuid() == 0:
