@@ -19,14 +19,22 @@
 //!    not name yet; the kubelet refreshes it up to a minute late).
 //! 4. A rebuild marker (transactions the primary lacks): NotReady.
 //! 5. A seed marker (a donor's data is being copied in): NotReady.
-//! 6. A cluster not bootstrapped yet (neither `INITIALIZED_FILE` says `true` nor
-//!    the `repl` account exists): Ready when it answers (restores and the
-//!    bootstrap need the servers up).
+//! 6. A cluster not bootstrapped yet (neither `INITIALIZED_FILE` says `true`, nor
+//!    the `repl` account exists, nor does the recorded primary answer as a
+//!    writable primary: [`primary_serves`]): Ready when it answers (restores and
+//!    the bootstrap need the servers up). The third test closes a window: the
+//!    mounted file can say "not initialized" up to a minute after the bootstrap
+//!    (the kubelet's refresh), and an empty server that missed the bootstrap has
+//!    no `repl` account, so without it such a server was Ready, in `-replicas`
+//!    and counted by the hook, before it held any data.
 //! 7. A replica: Ready only while both replication threads run without a recorded
 //!    error and it lags at most `MAX_LAG_FILE` seconds (default 60), so a stopped,
 //!    seeding, unjoined or far-behind replica serves no stale reads.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use crate::{
     Failure, Result,
@@ -71,6 +79,10 @@ pub struct Facts {
     pub local_epoch: Option<i64>,
     /// `INITIALIZED_FILE` says `true`.
     pub initialized: bool,
+    /// The recorded primary, another member, answered as a writable server that
+    /// replicates from nobody ([`primary_serves`]): only the bootstrap, a failover
+    /// or a switchover open a server for writes, so the cluster is bootstrapped.
+    pub primary_serves: bool,
     /// The rebuild marker's first line, when it exists.
     pub rebuild: Option<String>,
     /// The seed marker's donor and start, when it exists.
@@ -100,7 +112,7 @@ pub const DEFAULT_MAX_LAG: u64 = 60;
 #[must_use]
 pub fn readiness(f: &Facts) -> Verdict {
     let me = &f.pod;
-    let bootstrapped = f.initialized || f.repl_account;
+    let bootstrapped = f.initialized || f.repl_account || f.primary_serves;
     if f.recorded_primary.as_deref() == Some(me.as_str()) && bootstrapped {
         return if f.writable {
             Verdict::Pass(format!("ready: {me} is the primary (writable)"))
@@ -263,10 +275,44 @@ pub fn gather(s: &mut Server, env: &dyn Env, p: &Paths) -> Result<Facts> {
         replica,
         recorded_primary: first_line(env, p.primary_file.as_deref()),
         initialized: first_line(env, p.initialized_file.as_deref()).as_deref() == Some("true"),
+        // asked by the caller, only when it matters (check_primary)
+        primary_serves: false,
         rebuild: first_line_raw(env, p.rebuild_marker.as_deref()),
         seed,
         max_lag,
     })
+}
+
+/// Whether readiness would call this cluster "not bootstrapped yet" on local
+/// knowledge alone, while the recorded primary is another member: only then is
+/// [`primary_serves`] worth a connection.
+#[must_use]
+pub fn needs_primary_check(f: &Facts) -> bool {
+    !f.initialized && !f.repl_account && f.recorded_primary.as_deref().is_some_and(|p| p != f.pod)
+}
+
+/// How long the check of the recorded primary may wait for a connection: a
+/// probe answers within the kubelet's timeout (5 s) whatever the peer does.
+pub const PRIMARY_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Does member `primary` answer as a writable server that replicates from
+/// nobody? Anything else (not a member, unreachable, read-only, a replica, an
+/// error) is `false`: the caller then judges on local knowledge, as before.
+#[must_use]
+pub fn primary_serves(ctx: &Context, primary: &str) -> bool {
+    let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
+    let Ok(mut s) = Server::connect(&quick, primary) else { return false };
+    matches!((s.writable(), s.is_replica()), (Ok(true), Ok(false)))
+}
+
+/// Completes `f` with [`Facts::primary_serves`] when it matters (a connection to
+/// the recorded primary, only in the state [`needs_primary_check`]).
+pub fn check_primary(ctx: &Context, f: &mut Facts) {
+    if needs_primary_check(f)
+        && let Some(primary) = f.recorded_primary.clone()
+    {
+        f.primary_serves = primary_serves(ctx, &primary);
+    }
 }
 
 /// A file's first line as it is (`None` when the file does not exist).
@@ -282,7 +328,10 @@ pub fn readiness_now(ctx: &Context, env: &dyn Env, p: &Paths) -> Verdict {
         .map_err(|e| Failure::new("unreachable", e.to_string()))
         .and_then(|mut s| gather(&mut s, env, p));
     match facts {
-        Ok(f) => readiness(&f),
+        Ok(mut f) => {
+            check_primary(ctx, &mut f);
+            readiness(&f)
+        }
         Err(f) => Verdict::Fail(format!("not ready: {}", f.message)),
     }
 }
@@ -370,8 +419,22 @@ mod tests {
         assert!(readiness(&seeding).text().contains("seeded from db-2"));
         let fresh = Facts { repl_account: false, replica: None, ..facts() };
         assert!(readiness(&fresh).passed(), "not bootstrapped: up is enough");
+        // the mounted file is stale, but the recorded primary serves: an empty
+        // server that missed the bootstrap is not Ready until it has joined
+        let missed = Facts { primary_serves: true, ..fresh.clone() };
+        assert!(readiness(&missed).text().contains("does not replicate"), "{:?}", readiness(&missed));
         let unjoined = Facts { replica: None, ..facts() };
         assert!(readiness(&unjoined).text().contains("does not replicate"));
+    }
+
+    #[test]
+    fn the_primary_is_asked_only_when_local_knowledge_says_not_bootstrapped() {
+        let fresh = Facts { repl_account: false, replica: None, ..facts() };
+        assert!(needs_primary_check(&fresh));
+        assert!(!needs_primary_check(&Facts { initialized: true, ..fresh.clone() }));
+        assert!(!needs_primary_check(&Facts { repl_account: true, ..fresh.clone() }));
+        assert!(!needs_primary_check(&Facts { recorded_primary: None, ..fresh.clone() }));
+        assert!(!needs_primary_check(&Facts { recorded_primary: Some("db-1".into()), ..fresh }), "itself");
     }
 
     #[test]

@@ -55,12 +55,29 @@ pub struct Prober {
     pub(crate) ctx: Context,
     paths: Paths,
     session: Mutex<Option<Server>>,
+    /// The recorded primary once answered as a writable primary
+    /// ([`probe::primary_serves`]): the cluster is bootstrapped, and stays so for
+    /// the life of this pod, so it is not asked again.
+    bootstrapped: AtomicBool,
 }
 
 impl Prober {
     #[must_use]
     pub fn new(ctx: Context, paths: Paths) -> Self {
-        Self { ctx, paths, session: Mutex::new(None) }
+        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false) }
+    }
+
+    /// Readiness of `facts`, completed with what is known of the recorded primary.
+    fn judge(&self, mut facts: probe::Facts) -> Verdict {
+        if self.bootstrapped.load(Ordering::Relaxed) {
+            facts.primary_serves = true;
+        } else {
+            probe::check_primary(&self.ctx, &mut facts);
+            if facts.primary_serves {
+                self.bootstrapped.store(true, Ordering::Relaxed);
+            }
+        }
+        probe::readiness(&facts)
     }
 
     /// Readiness now: through the kept session, opened (again) when it is missing
@@ -81,7 +98,7 @@ impl Prober {
             }
             let Some(s) = guard.as_mut() else { break };
             match probe::gather(s, env, &self.paths) {
-                Ok(facts) => return probe::readiness(&facts),
+                Ok(facts) => return self.judge(facts),
                 Err(f) if fresh => {
                     *guard = None;
                     return Verdict::Fail(format!("not ready: {}", f.message));

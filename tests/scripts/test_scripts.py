@@ -15,12 +15,15 @@ import hashlib
 import os
 import subprocess
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 from conftest import REPORT
-from dbcluster import (OPERATOR_PASSWORD, REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks, content_hash,
-                       kill_primary_mid_stream, probe, read_argv_log, rows, run_script, wait_for)
+from dbcluster import (AGENT, OPERATOR_PASSWORD, REPL_PASSWORD, ROOT_PASSWORD, SCRIPTS, Cluster, Writer, argv_leaks,
+                       content_hash, free_port, kill_primary_mid_stream, probe, read_argv_log, rows, run_script,
+                       wait_for)
 
 
 # ------------------------------------------------------------------------ tests
@@ -154,6 +157,89 @@ def test_probes(world, request):
                       f"mean {sum(c.probe_seconds) / len(c.probe_seconds) * 1000:.0f} ms")
     finally:
         c.close()
+
+
+@pytest.mark.all_servers
+def test_a_server_that_missed_the_bootstrap_is_not_ready(cluster):
+    """Readiness rule 6 (agent/src/probe.rs): an empty server that missed the
+    bootstrap has no repl account, and its mounted `initialized` file can still
+    say false for up to a minute (the kubelet's refresh). It used to be Ready then,
+    in `-replicas` and counted as a member before it held any data. Now the probe
+    asks the recorded primary: a writable server that replicates from nobody means
+    the cluster is bootstrapped, so the empty server is NotReady until it joins."""
+    pf = cluster.world.root / cluster.tag / "primary"
+    pf.write_text("db-0\n")
+    # before the bootstrap nobody is writable: every server that answers is
+    # Ready (the bootstrap and restores wait for that)
+    rc, out = probe(cluster, "readiness", "db-2", pf)
+    assert rc == 0 and "not bootstrapped yet" in out, out
+    cluster.bootstrap()
+    cluster.add("db-3")   # empty, not joined; PODS names it, no INITIALIZED_FILE
+    rc, out = probe(cluster, "readiness", "db-3", pf)
+    assert rc == 1 and "does not replicate" in out, out
+    # the same through the sidecar's /readyz (what the kubelet asks), which
+    # remembers it: the cluster stays bootstrapped for the life of the pod
+    sidecar = sidecar_probes(cluster, "db-3", pf)
+    try:
+        code, body = sidecar.get("/readyz")
+        assert code == 503 and "does not replicate" in body, (code, body)
+        # the file names a server that does not serve as the primary any more
+        # (read-only: a fenced old primary, a stale file): the sidecar knows
+        # better; the exec probe, which remembers nothing, judges on local
+        # knowledge, as before this change
+        p = cluster["db-0"]
+        p.query("SET GLOBAL super_read_only=ON" if cluster.world.kind.mysql else "SET GLOBAL read_only=ON")
+        code, body = sidecar.get("/readyz")
+        assert code == 503 and "does not replicate" in body, (code, body)
+    finally:
+        sidecar.stop()
+    rc, out = probe(cluster, "readiness", "db-3", pf)
+    assert rc == 0 and "not bootstrapped yet" in out, out
+    # a primary that does not answer costs the probe at most its 1 s connect
+    # timeout (the kubelet gives it 5 s)
+    p.kill()
+    t0 = time.time()
+    rc, out = probe(cluster, "readiness", "db-3", pf)
+    took = time.time() - t0
+    assert rc == 0 and "not bootstrapped yet" in out, out
+    REPORT.append(f"probe of a server that missed the bootstrap: NotReady while the primary serves; "
+                  f"{took:.2f}s with the primary down")
+
+
+class SidecarProbes:
+    """`mysql-hook-agent sidecar` answering probes on a port of its own; its
+    loop's steps (join.sh) find no scripts, so it changes nothing on the server."""
+
+    def __init__(self, proc: subprocess.Popen, port: int):
+        self.proc, self.port = proc, port
+
+    def get(self, path: str) -> tuple[int, str]:
+        def answer():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+            except OSError:
+                return None
+        got = wait_for(answer, timeout=30, interval=0.2, what=f"the sidecar answering {path}")
+        return got
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def sidecar_probes(c: Cluster, pod: str, primary_file) -> SidecarProbes:
+    port = free_port()
+    empty = c.world.root / c.tag / "no-scripts"
+    empty.mkdir(parents=True, exist_ok=True)
+    env = {**c.world.argv_env("sidecar"), **c.world.credential_env(), "FLAVOR": c.world.kind.flavor,
+           "POD_NAME": pod, "PODS": c.pods, "PRIMARY_FILE": str(primary_file), "SERVER_SOCKET": str(c[pod].sock),
+           "TMPDIR": str(c.world.root), "TERMINATION_LOG": "/dev/null", "SCRIPTS_DIR": str(empty),
+           "AGENT_LISTEN": f"127.0.0.1:{port}", "AGENT_INTERVAL": "3600", "FENCE_INTERVAL": "3600"}
+    proc = subprocess.Popen([str(AGENT), "sidecar"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return SidecarProbes(proc, port)
 
 
 def test_bootstrap(cluster):
