@@ -7,6 +7,11 @@
 //! mounts. The rules, in this order (the same as the shell probe's, so a rolling
 //! cluster judges every pod alike):
 //!
+//! The record (`PRIMARY_FILE`, `EPOCH_FILE`) comes from the config ConfigMap,
+//! which the kubelet refreshes up to a minute late. When it names this server and
+//! the server is read-only, the other members are asked first ([`Newer`]): one
+//! that serves as the primary of a newer epoch replaces the record.
+//!
 //! 1. The recorded primary (`PRIMARY_FILE` names this pod) of a bootstrapped
 //!    cluster is Ready only while writable. Every server starts read-only, so a
 //!    recorded primary that restarted comes back read-only: NotReady lets the
@@ -315,6 +320,68 @@ pub fn check_primary(ctx: &Context, f: &mut Facts) {
     }
 }
 
+/// A primary newer than the mounted record, learned from the servers: the
+/// member that answers as writable, replicating from nobody, and carries an
+/// epoch (`_mysqlhook.epoch`, written by the promotion before any write) newer
+/// than the record's. Epochs are handed out by the hook, one per role change, so
+/// a newer epoch is a later decision: adopting it can never put an agent back on
+/// an older one (issue 32.5). The mounted file stays the durable record; this
+/// only bridges the kubelet's refresh (up to about a minute).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Newer {
+    pub primary: String,
+    pub epoch: i64,
+}
+
+impl Facts {
+    /// Whether the record may be stale in a way the servers can settle: it
+    /// names this server, which is read-only (after a switchover, or a failover
+    /// while this server was away). Only then are the other members asked.
+    #[must_use]
+    pub fn record_may_be_stale(&self) -> bool {
+        self.recorded_primary.as_deref() == Some(self.pod.as_str()) && !self.writable && self.recorded_epoch.is_some()
+    }
+
+    /// Takes `newer` as the record when its epoch is newer than the record's.
+    pub fn adopt(&mut self, newer: &Newer) {
+        if self.recorded_epoch.is_some_and(|e| newer.epoch > e) {
+            self.recorded_primary = Some(newer.primary.clone());
+            self.recorded_epoch = Some(newer.epoch);
+        }
+    }
+}
+
+/// Asks every other member (1 s connect timeout each) and returns the one
+/// that answers as a writable primary of an epoch newer than `than` (the
+/// newest, should two answer: the older one is fenced by its own agent).
+#[must_use]
+pub fn newer_primary(ctx: &Context, me: &str, than: i64) -> Option<Newer> {
+    let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
+    let mut best: Option<Newer> = None;
+    for name in ctx.names().filter(|n| *n != me) {
+        let Ok(mut s) = Server::connect(&quick, name) else { continue };
+        let (Ok(true), Ok(false), Ok(Some(epoch))) = (s.writable(), s.is_replica(), crate::fence::local_epoch(&mut s))
+        else {
+            continue;
+        };
+        if epoch > than && best.as_ref().is_none_or(|b| epoch > b.epoch) {
+            best = Some(Newer { primary: name.to_owned(), epoch });
+        }
+    }
+    best
+}
+
+/// Completes `f` with a newer primary when its record may be stale
+/// ([`Facts::record_may_be_stale`]); returns what it learned.
+pub fn check_newer_primary(ctx: &Context, f: &mut Facts) -> Option<Newer> {
+    if !f.record_may_be_stale() {
+        return None;
+    }
+    let newer = newer_primary(ctx, &f.pod, f.recorded_epoch?)?;
+    f.adopt(&newer);
+    Some(newer)
+}
+
 /// A file's first line as it is (`None` when the file does not exist).
 fn first_line_raw(env: &dyn Env, path: Option<&Path>) -> Option<String> {
     let bytes = env.read(path?).ok()?;
@@ -329,6 +396,7 @@ pub fn readiness_now(ctx: &Context, env: &dyn Env, p: &Paths) -> Verdict {
         .and_then(|mut s| gather(&mut s, env, p));
     match facts {
         Ok(mut f) => {
+            check_newer_primary(ctx, &mut f);
             check_primary(ctx, &mut f);
             readiness(&f)
         }
@@ -435,6 +503,25 @@ mod tests {
         assert!(!needs_primary_check(&Facts { repl_account: true, ..fresh.clone() }));
         assert!(!needs_primary_check(&Facts { recorded_primary: None, ..fresh.clone() }));
         assert!(!needs_primary_check(&Facts { recorded_primary: Some("db-1".into()), ..fresh }), "itself");
+    }
+
+    #[test]
+    fn a_newer_primary_is_adopted_only_when_newer() {
+        let stale =
+            Facts { pod: "db-0".into(), recorded_primary: Some("db-0".into()), recorded_epoch: Some(4), ..facts() };
+        assert!(stale.record_may_be_stale());
+        assert!(!Facts { writable: true, ..stale.clone() }.record_may_be_stale(), "a writable primary: no question");
+        assert!(!Facts { recorded_epoch: None, ..stale.clone() }.record_may_be_stale(), "no epoch: no judgement");
+        assert!(!facts().record_may_be_stale(), "the record names another server");
+        let mut same = stale.clone();
+        same.adopt(&Newer { primary: "db-1".into(), epoch: 4 });
+        assert_eq!(same, stale, "an epoch not newer changes nothing");
+        let mut moved = stale.clone();
+        moved.adopt(&Newer { primary: "db-1".into(), epoch: 5 });
+        assert_eq!((moved.recorded_primary.as_deref(), moved.recorded_epoch), (Some("db-1"), Some(5)));
+        // the old primary, now a healthy replica of db-1: Ready; before: NotReady
+        assert!(!readiness(&stale).passed());
+        assert!(readiness(&moved).passed(), "{:?}", readiness(&moved));
     }
 
     #[test]

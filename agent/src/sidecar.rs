@@ -10,7 +10,9 @@
 //!   mounted ConfigMap, so this takes the kubelet's refresh plus a second.
 //! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
 //!   the one-shot steps that keep this server in its role: `join.sh` (become or
-//!   stay a replica of the recorded primary), and on the primary the agent's own
+//!   stay a replica of the recorded primary, or of a newer one the servers
+//!   know before the mounted record does: [`crate::probe::Newer`], issue 32.5),
+//!   and on the primary the agent's own
 //!   [`crate::operator_user`] (with `OPERATOR_PASSWORD_FILE`) and [`crate::exporter_user`] (with
 //!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
 //!   [`crate::tls_reload`] at the start and whenever the mounted certificate, key or CA
@@ -59,16 +61,55 @@ pub struct Prober {
     /// ([`probe::primary_serves`]): the cluster is bootstrapped, and stays so for
     /// the life of this pod, so it is not asked again.
     bootstrapped: AtomicBool,
+    /// A primary newer than the mounted record, learned from the servers
+    /// ([`probe::Newer`]); dropped once the record has caught up.
+    newer: Mutex<Option<probe::Newer>>,
 }
 
 impl Prober {
     #[must_use]
     pub fn new(ctx: Context, paths: Paths) -> Self {
-        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false) }
+        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false), newer: Mutex::new(None) }
+    }
+
+    /// Completes `facts` with a newer primary than their record: the one
+    /// learned before while it is still newer, else, when the record may be
+    /// stale, one asked of the other members now.
+    fn learn(&self, facts: &mut probe::Facts) -> Option<probe::Newer> {
+        let mut newer = self.newer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = newer.clone() {
+            if facts.recorded_epoch.is_some_and(|e| n.epoch > e) {
+                facts.adopt(&n);
+                return Some(n);
+            }
+            *newer = None;
+        }
+        let learned = probe::check_newer_primary(&self.ctx, facts)?;
+        *newer = Some(learned.clone());
+        Some(learned)
+    }
+
+    /// The primary newer than the mounted record, if the servers know one
+    /// (learned as readiness learns it): `join.sh` follows it instead of the record.
+    pub fn newer_primary(&self, env: &dyn Env) -> Option<probe::Newer> {
+        let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if guard.is_none() {
+            *guard = Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket).ok();
+        }
+        let mut facts = match probe::gather(guard.as_mut()?, env, &self.paths) {
+            Ok(f) => f,
+            Err(_) => {
+                *guard = None;
+                return None;
+            }
+        };
+        drop(guard);
+        self.learn(&mut facts)
     }
 
     /// Readiness of `facts`, completed with what is known of the recorded primary.
     fn judge(&self, mut facts: probe::Facts) -> Verdict {
+        self.learn(&mut facts);
         if self.bootstrapped.load(Ordering::Relaxed) {
             facts.primary_serves = true;
         } else {
@@ -189,9 +230,10 @@ pub fn serve_probes(listen: &str, prober: Arc<Prober>, env: Arc<dyn Env + Send +
     Ok(())
 }
 
-/// The last stdout line of a step (a script's result line).
-fn step(scripts: &Path, script: &str) -> String {
-    match Command::new("bash").arg(scripts.join(script)).output() {
+/// The last stdout line of a step (a script's result line), run with `env`
+/// added to the agent's own environment.
+fn step(scripts: &Path, script: &str, env: &[(&str, &str)]) -> String {
+    match Command::new("bash").arg(scripts.join(script)).envs(env.iter().copied()).output() {
         Ok(out) => String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_owned(),
         Err(e) => format!(r#"{{"result":"error","reason":"script-failed","message":"{script}: {e}"}}"#),
     }
@@ -278,7 +320,13 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         if let Some(line) = prober.fence_if_stale(env.as_ref()) {
             state.report("fence", line);
         }
-        let joined = state.report("join", step(&scripts, "join.sh"));
+        // A primary newer than the mounted record (the kubelet refreshes it up
+        // to a minute late) is followed at once: join.sh takes PRIMARY when
+        // PRIMARY_FILE is empty, and checks that it serves as every primary.
+        let newer = prober.newer_primary(env.as_ref());
+        let follow: Vec<(&str, &str)> =
+            newer.as_ref().map(|n| vec![("PRIMARY_FILE", ""), ("PRIMARY", n.primary.as_str())]).unwrap_or_default();
+        let joined = state.report("join", step(&scripts, "join.sh", &follow));
         let primary = protocol::Report::parse(&joined).result == "is-primary";
         if primary && (env.var("OPERATOR_PASSWORD_FILE").is_some() || env.var("OPERATOR_PASSWORD").is_some()) {
             // Read afresh each round, as the script was: a rotated operator

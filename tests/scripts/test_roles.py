@@ -933,6 +933,66 @@ def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
 
 
 @pytest.mark.all_servers
+def test_a_newer_epoch_reaches_the_old_primary_before_its_mounted_record(cluster):
+    """Issue 32.5: the mounted record (config `primary`, `epoch`) reaches a pod up
+    to a minute after the hook wrote it. An old primary whose record still names
+    it, and which is read-only, asks the other members: one that is writable,
+    replicates from nobody and carries a newer epoch is the newer decision. Its
+    readiness and its agent's join follow that one at once, never an older one."""
+    c = cluster
+    c.bootstrap()   # db-0, epoch 0
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    d = c.world.root / c.tag / "record"
+    d.mkdir()
+    pf, ef = d / "primary", d / "epoch"
+    pf.write_text("db-0\n")
+    ef.write_text("0\n")
+    # A switchover to db-1 (epoch 1) repoints db-0; its record still says db-0 of 0.
+    r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "switched", r
+    assert p.replicating_from(c["db-1"])
+    rc, out = probe(c, "readiness", "db-0", pf, EPOCH_FILE=ef)
+    assert rc == 0 and "replicates from" in out, out
+    # An epoch not newer than the record's is no decision: a record of epoch 1
+    # naming db-0 is not overruled by db-1 of epoch 1.
+    ef.write_text("1\n")
+    rc, out = probe(c, "readiness", "db-0", pf, EPOCH_FILE=ef)
+    assert rc == 1 and "recorded primary but read-only" in out, out
+    ef.write_text("0\n")
+    # A failover to db-2 (epoch 2) while db-1, the primary, is down: db-1 comes back
+    # read-only and replicating from nobody, its record naming it (epoch 1).
+    q = c["db-1"]
+    fill(q, 11, 20)
+    c.wait_synced(q)
+    q.kill()
+    r = c.run("failover.sh", PRIMARY="db-1", EPOCH=2)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    new = c[r.json["primary"]]
+    q.start()
+    assert q.read_only() and not q.replicating_from(new)
+    pf.write_text("db-1\n")
+    ef.write_text("1\n")
+    rc, out = probe(c, "readiness", "db-1", pf, EPOCH_FILE=ef)
+    assert rc == 1, out
+    # its agent's round follows the newer primary: joined, then Ready
+    t0 = time.time()
+    a = c.run("sidecar", POD_NAME="db-1", PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=q.sock,
+              AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+    joined_s = time.time() - t0
+    assert '"result":"joined"' in a.stdout or '"result":"already-replica"' in a.stdout, a
+    wait_for(lambda: q.replicating_from(new), 30, what=f"db-1 replicating from {new.name}")
+    rc, out = probe(c, "readiness", "db-1", pf, EPOCH_FILE=ef)
+    assert rc == 0 and "replicates from" in out, out
+    fill(new, 21, 30)
+    c.wait_synced(new)
+    assert rows(q) == set(range(1, 31))
+    REPORT.append(f"epochs: an old primary whose record was stale followed the newer primary {new.name} "
+                  f"(epoch 2) in one agent round ({joined_s:.1f}s), and was Ready after a switchover at once")
+
+
+@pytest.mark.all_servers
 def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
     """Issue 31.1: a failover that could not reach db-0 left it writable, and the
     new primary has taken writes since.  A later role change that finds db-0
