@@ -334,12 +334,20 @@ pub struct Newer {
 }
 
 impl Facts {
-    /// Whether the record may be stale in a way the servers can settle: it
-    /// names this server, which is read-only (after a switchover, or a failover
-    /// while this server was away). Only then are the other members asked.
+    /// Whether the record may be stale in a way the servers can settle. This
+    /// server is read-only, and either the record names it (after a switchover,
+    /// or a failover while it was away), or, in a bootstrapped cluster, it does
+    /// not receive from a source (a replica a failover could not repoint, still
+    /// connecting to the dead primary). Only then are the other members asked: a
+    /// healthy replica and the serving primary cost nothing.
     #[must_use]
     pub fn record_may_be_stale(&self) -> bool {
-        self.recorded_primary.as_deref() == Some(self.pod.as_str()) && !self.writable && self.recorded_epoch.is_some()
+        if self.writable || self.recorded_epoch.is_none() {
+            return false;
+        }
+        let names_me = self.recorded_primary.as_deref() == Some(self.pod.as_str());
+        let receiving = self.replica.as_ref().is_some_and(|r| r.receiver == crate::status::Thread::Yes);
+        names_me || (!receiving && (self.initialized || self.repl_account))
     }
 
     /// Takes `newer` as the record when its epoch is newer than the record's.
@@ -512,7 +520,11 @@ mod tests {
         assert!(stale.record_may_be_stale());
         assert!(!Facts { writable: true, ..stale.clone() }.record_may_be_stale(), "a writable primary: no question");
         assert!(!Facts { recorded_epoch: None, ..stale.clone() }.record_may_be_stale(), "no epoch: no judgement");
-        assert!(!facts().record_may_be_stale(), "the record names another server");
+        assert!(!facts().record_may_be_stale(), "a healthy replica");
+        let cut_off = Facts { recorded_epoch: Some(4), replica: Some(replica(Thread::Connecting, None)), ..facts() };
+        assert!(cut_off.record_may_be_stale(), "a replica still connecting to its source");
+        assert!(!Facts { repl_account: false, ..cut_off.clone() }.record_may_be_stale(), "before the bootstrap");
+        assert!(Facts { replica: None, ..cut_off }.record_may_be_stale(), "not a replica at all");
         let mut same = stale.clone();
         same.adopt(&Newer { primary: "db-1".into(), epoch: 4 });
         assert_eq!(same, stale, "an epoch not newer changes nothing");

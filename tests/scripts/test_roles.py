@@ -985,11 +985,26 @@ def test_a_newer_epoch_reaches_the_old_primary_before_its_mounted_record(cluster
     wait_for(lambda: q.replicating_from(new), 30, what=f"db-1 replicating from {new.name}")
     rc, out = probe(c, "readiness", "db-1", pf, EPOCH_FILE=ef)
     assert rc == 0 and "replicates from" in out, out
+    # A replica the failover could not repoint: still connecting to a primary
+    # that is gone (a closed port here); its record names db-1 of epoch 1. Its
+    # agent follows the newer primary too (join.sh applies what it received first).
+    other = next(s for s in c.servers if s.name not in ("db-1", new.name))
+    if c.world.kind.mysql:
+        other.query("STOP REPLICA; CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT=9; START REPLICA")
+    else:
+        other.query("STOP SLAVE; CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT=9; START SLAVE")
+    rc, out = probe(c, "readiness", other.name, pf, EPOCH_FILE=ef)
+    assert rc == 1, out
+    a = c.run("sidecar", POD_NAME=other.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=other.sock,
+              AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+    assert '"result":"joined"' in a.stdout, a
+    wait_for(lambda: other.replicating_from(new), 30, what=f"{other.name} replicating from {new.name}")
     fill(new, 21, 30)
     c.wait_synced(new)
-    assert rows(q) == set(range(1, 31))
+    assert rows(q) == rows(other) == set(range(1, 31))
     REPORT.append(f"epochs: an old primary whose record was stale followed the newer primary {new.name} "
-                  f"(epoch 2) in one agent round ({joined_s:.1f}s), and was Ready after a switchover at once")
+                  f"(epoch 2) in one agent round ({joined_s:.1f}s), and was Ready after a switchover at once; "
+                  f"so did a replica a failover had not repointed")
 
 
 @pytest.mark.all_servers
