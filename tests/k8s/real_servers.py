@@ -318,8 +318,13 @@ class Recorder:
         self.ended: dict[tuple, Ended] = {}
         self.primaries: dict[str, list[tuple[float, str | None, str | None]]] = {}
         self.deleting: dict[str, tuple[float, str, str]] = {}  # pod uid -> (time, namespace, name)
+        # Timeline of role changes (issue 35.2): (time, namespace, what), as the
+        # watches saw it; the states last seen, to record transitions only.
+        self.events: list[tuple[float, str, str]] = []
+        self.seen: dict[tuple, Any] = {}
         self.watches = [components.Watch(k8s, "/api/v1/pods", self._pod),
-                        components.Watch(k8s, f"/apis/{API}/mysqls", self._mysql)]
+                        components.Watch(k8s, f"/apis/{API}/mysqls", self._mysql),
+                        components.Watch(k8s, "/apis/discovery.k8s.io/v1/endpointslices", self._endpoints)]
 
     def start(self) -> None:
         for w in self.watches:
@@ -329,9 +334,30 @@ class Recorder:
         for w in self.watches:
             w.stopped.set()
 
-    def _pod(self, _typ: str, p: dict) -> None:
+    def _event(self, ns: str, key: tuple, state: Any, what: str) -> None:
+        """Records `what` when `key`'s state differs from the last one seen."""
+        with self.lock:
+            if self.seen.get(key, None) != state:
+                self.seen[key] = state
+                self.events.append((time.monotonic(), ns, what))
+
+    def _pod(self, typ: str, p: dict) -> None:
         md, st = p["metadata"], p.get("status") or {}
         purpose = (md.get("labels") or {}).get("mysqlhook.dev/purpose", "")
+        ns, name = md["namespace"], md["name"]
+        if typ != "LISTED":
+            if purpose in ("failover", "switchover"):
+                self._event(ns, ("job-pod", md["uid"]), "seen", f"{purpose} pod {name} created")
+                for c in st.get("containerStatuses") or []:
+                    state = next(iter(c.get("state") or {}), "")
+                    if state in ("running", "terminated"):
+                        self._event(ns, ("job-container", md["uid"], c["name"]), state, f"{purpose} {state}")
+            elif (md.get("labels") or {}).get("app.kubernetes.io/component") == "database":
+                ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in st.get("conditions") or [])
+                if typ == "DELETED":
+                    self._event(ns, ("ready", name), None, f"{name} pod gone")
+                else:
+                    self._event(ns, ("ready", name), ready, f"{name} {'Ready' if ready else 'NotReady'}")
         if md.get("deletionTimestamp") and (md.get("labels") or {}).get("app.kubernetes.io/component") == "database":
             with self.lock:
                 self.deleting.setdefault(md["uid"], (time.monotonic(), md["namespace"], md["name"]))
@@ -346,13 +372,44 @@ class Recorder:
                                                 int(t.get("exitCode", -1)), t.get("reason") or "",
                                                 (t.get("message") or "").strip(), t.get("finishedAt") or "")
 
-    def _mysql(self, _typ: str, m: dict) -> None:
+    def _endpoints(self, typ: str, e: dict) -> None:
+        """The -primary Service's ready endpoints (what kube-proxy routes to)."""
+        md = e["metadata"]
+        service = (md.get("labels") or {}).get("kubernetes.io/service-name", "")
+        if typ == "LISTED" or not service.endswith("-primary"):
+            return
+        ready = [] if typ == "DELETED" else sorted(
+            (ep.get("targetRef") or {}).get("name") or ",".join(ep.get("addresses") or [])
+            for ep in e.get("endpoints") or [] if (ep.get("conditions") or {}).get("ready"))
+        self._event(md["namespace"], ("endpoints", service), tuple(ready),
+                    f"{service} routes to [{', '.join(ready)}]")
+
+    def _mysql(self, typ: str, m: dict) -> None:
         key = f"{m['metadata']['namespace']}/{m['metadata']['name']}"
         st = m.get("status") or {}
+        if typ != "LISTED":
+            op = st.get("operation") or {}
+            self._event(m["metadata"]["namespace"], ("primary", key), st.get("primary"),
+                        f"status.primary {st.get('primary')}")
+            self._event(m["metadata"]["namespace"], ("operation", key), (op.get("kind"), op.get("target")),
+                        f"status.operation {op.get('kind')} {op.get('target') or ''}".rstrip()
+                        if op else "status.operation none")
         with self.lock:
             hist = self.primaries.setdefault(key, [])
             if not hist or hist[-1][1:] != (st.get("primary"), st.get("phase")):
                 hist.append((time.monotonic(), st.get("primary"), st.get("phase")))
+
+    def timeline(self, namespace: str, t0: float, first_write: float | None = None, upto: float = 90) -> str:
+        """What happened in `namespace` from `t0` (a fault or a request) on, for up
+        to `upto` seconds, one "+s what" per event: detection (a server NotReady),
+        decision (status.operation, the Job's pod), the Job running and ending,
+        status.primary, the -primary Service's endpoints, and the first write the
+        writer had acknowledged again (issue 35.2)."""
+        with self.lock:
+            evs = [(t - t0, what) for t, ns, what in self.events if ns == namespace and t0 <= t <= t0 + upto]
+        if first_write is not None:
+            evs.append((first_write - t0, "first write acknowledged"))
+        return "; ".join(f"+{dt:.1f}s {what}" for dt, what in sorted(evs))
 
     def restarts_since(self, namespace: str, t: float) -> list[tuple[float, str]]:
         """Server pods whose deletion started after t, in that order: (time, name)."""
@@ -795,7 +852,7 @@ def s2_failover(run: Run) -> None:
         else:
             run.k8s.delete("v1", "Pod", old, db.namespace, wait=False)
             say(f"deleted pod {old}")
-        judge.wait_writes(t + 0.5, count=20, timeout=300)
+        first = judge.wait_writes(t + 0.5, count=20, timeout=300)
         say(f"after {how} of {old}: writes acknowledged again {time.monotonic() - t:.0f}s later")
         # The role change is recorded when the hook sees its Job succeeded, which
         # can be after the writes resumed (and, for a re-promotion, after Running).
@@ -815,6 +872,7 @@ def s2_failover(run: Run) -> None:
         changes = role_changes(db, before)
         say(f"after {how}: primary {old} -> {st.get('primary')}; role changes {changes} "
             f"({time.monotonic() - t:.0f}s after the {how})")
+        say(f"timeline of the {how} of {old}: {run.recorder.timeline(db.namespace, t, first)}")
         if how == "kill":
             # A failover, possibly back to the restarted old primary (it comes back
             # read-only; when no replica is ahead of it, it may be promoted again).
@@ -876,6 +934,7 @@ def s13_primary_cannot_start(run: Run) -> None:
         if not any(c[0] == "Failover" and c[1] == old for c in changes):
             db.wait(f"a Failover from {old} recorded",
                     lambda: any(c[0] == "Failover" and c[1] == old for c in role_changes(db, before)), 60)
+        say(f"timeline from {old}'s server stopping: {run.recorder.timeline(db.namespace, t, resumed)}")
         if took > grace + 60:
             raise StepFailed(f"writable again only {took:.0f}s after the primary's server stopped, more than the "
                              f"grace period ({grace}s) plus 60s; {db.brief()}")
@@ -913,6 +972,8 @@ def s5_switchover(run: Run) -> None:
     switchover(run, db, target)
     judge.wait_writes(t, count=20, timeout=300)
     db.wait_running(3, timeout=300)
+    say(f"timeline of the switchover (all 3 Ready after {time.monotonic() - t:.1f}s): "
+        f"{run.recorder.timeline(db.namespace, t)}")
     ep = db.primary_endpoint()
     if not ep or ep[0] != target:
         raise StepFailed(f"the -primary endpoint is {ep}, not {target}")
@@ -1062,7 +1123,7 @@ def s14_scale_down_then_failover(run: Run) -> None:
     say(f"scaled back to 3; ScaleDown {proof.get('status')} {proof.get('reason')}: {proof.get('message')}")
     t = time.monotonic()
     kill_mysqld(db, old)
-    judge.wait_writes(t + 0.5, count=20, timeout=300)
+    first = judge.wait_writes(t + 0.5, count=20, timeout=300)
     say(f"after the kill of {old}: writes acknowledged again {time.monotonic() - t:.0f}s later")
     try:
         db.wait(f"a Failover from {old}",
@@ -1072,6 +1133,7 @@ def s14_scale_down_then_failover(run: Run) -> None:
                          f"{role_changes(db, before)}; {db.brief()}") from None
     db.wait_running(3, timeout=600)
     say(f"primary {old} -> {db.status().get('primary')}: role changes {role_changes(db, before)}")
+    say(f"timeline of the kill of {old}: {run.recorder.timeline(db.namespace, t, first)}")
 
 
 def s4b_scale_after_purge(run: Run) -> None:
@@ -1668,7 +1730,7 @@ def s3_single_restart(run: Run) -> None:
     judge.wait_writes(time.monotonic() - 1, count=20, timeout=120)
     t = time.monotonic()
     kill_mysqld(db, "db-0")
-    judge.wait_writes(t + 0.5, count=20, timeout=240)
+    first = judge.wait_writes(t + 0.5, count=20, timeout=240)
     say(f"after kill of db-0: writes acknowledged again {time.monotonic() - t:.0f}s later")
     db.wait_running(1, timeout=300)
     # It restarted read-only; only the hook's failover Job of one member reopens it
@@ -1679,6 +1741,7 @@ def s3_single_restart(run: Run) -> None:
         db.wait("the role change Failover db-0->db-0", lambda: reopened in role_changes(db), 60)
     except StepFailed:
         raise StepFailed(f"expected a Failover db-0->db-0 role change, saw {role_changes(db)}") from None
+    say(f"timeline of the kill of db-0: {run.recorder.timeline(db.namespace, t, first)}")
 
 
 def s12_final_backup_primary_restarted(run: Run) -> None:
