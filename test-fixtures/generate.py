@@ -208,6 +208,17 @@ def server_pod(name, ordinal, ready, since="2026-11-29T11:59:00Z", cluster="db",
     }
 
 
+def died_at(pod, finished):
+    """The pod with its server container restarted once: its last run ended
+    (killed, crashed) at `finished`."""
+    pod = copy.deepcopy(pod)
+    c = pod["status"]["containerStatuses"][0]
+    c["restartCount"] = 1
+    c["lastState"] = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": "2026-11-29T11:00:31Z",
+                                     "finishedAt": finished}}
+    return pod
+
+
 def unschedulable(pod):
     """The pod as the scheduler leaves it when no node has room: Pending, no IP,
     no container status, PodScheduled False (Unschedulable)."""
@@ -495,6 +506,15 @@ def failover_scenarios(running, st, live):
 
     write("sync", "failover-primary-not-ready-in-grace", request(parent(status=st), live,
                                                                  related(*with_primary_down(recent))))
+    # Issue 35.1: its server died 1 s before the pod turned NotReady (killed,
+    # crashed): it comes back read-only and cannot recover by itself, so the
+    # failover starts without waiting out the grace period. A death long before
+    # this outage (an earlier restart, then promoted again) does not count.
+    died = with_primary_down(recent)
+    write("sync", "failover-primary-died", request(parent(status=st), live,
+                                                   related(died_at(died[0], "2026-11-29T11:59:54Z"), *died[1:])))
+    write("sync", "failover-primary-died-long-before", request(
+        parent(status=st), live, related(died_at(died[0], "2026-11-29T11:30:00Z"), *died[1:])))
     write("sync", "failover-primary-missing", request(parent(status=st), live, related(*healthy[1:])))
     missing = response_of("sync", "failover-primary-missing")
     if missing is not None:
@@ -531,6 +551,12 @@ def failover_scenarios(running, st, live):
             job["status"]["conditions"][0]["lastTransitionTime"] = recent
     write("sync", "failover-grace-starts-at-bootstrap", request(parent(status=st), fresh,
                                                                 related(*with_primary_down())))
+    # Its server died 3 s before the bootstrap made it the primary (a restart while
+    # the cluster was created): that death is no outage of the primary; the grace
+    # period runs from the bootstrap as above.
+    before_role = with_primary_down()
+    write("sync", "failover-primary-died-before-its-role", request(
+        parent(status=st), fresh, related(died_at(before_role[0], "2026-11-29T11:59:52Z"), *before_role[1:])))
 
     started = response_of("sync", "failover-past-grace")
     if started is None:

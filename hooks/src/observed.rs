@@ -25,6 +25,10 @@ pub struct Member<'a> {
     /// The server container runs (whether or not it is Ready): a failover Job can
     /// reach it, fence it, and, when it is the most advanced, make it writable again.
     pub mysqld_running: bool,
+    /// When the server container's previous run ended (its `lastState.terminated`):
+    /// mysqld died or was killed then, and every server starts read-only, so a
+    /// primary that died after it took its role cannot turn Ready by itself.
+    pub mysqld_ended: Option<Timestamp>,
     /// The server runs and its agent's `/candidate` probe passes (no partial seed,
     /// no transactions the primary lacks): a failover may promote it although the
     /// pod is not Ready. A replica whose primary is gone is NotReady (its receiver
@@ -83,6 +87,11 @@ impl<'a> Observed<'a> {
             };
             let mysqld_running =
                 container(crate::model::MYSQLD).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some());
+            let mysqld_ended = container(crate::model::MYSQLD)
+                .and_then(|c| c.last_state.as_ref())
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.finished_at.as_ref())
+                .map(|t| t.0);
             let agent_ready = container(crate::build::statefulset::AGENT).is_some_and(|c| c.ready);
             members.insert(
                 ordinal,
@@ -95,6 +104,7 @@ impl<'a> Observed<'a> {
                     ip: pod.status.as_ref().and_then(|s| s.pod_ip.as_deref()),
                     terminating: pod.metadata.deletion_timestamp.is_some(),
                     mysqld_running,
+                    mysqld_ended,
                     candidate: mysqld_running && agent_ready && pod.metadata.deletion_timestamp.is_none(),
                     pod,
                 },

@@ -9,6 +9,14 @@
 //! restart the grace period. The clock never starts before the primary took its
 //! role (the bootstrap Job's completion, or the last role change to it): right
 //! after a bootstrap the first primary is not Ready yet, and that is no outage.
+//!
+//! The grace period is for outages that may end by themselves (a slow probe, a
+//! network blip). A primary whose server died during this outage, or caused it
+//! (the mysqld container's last run ended after the primary took its role and no
+//! more than [`DIED_MARGIN_SECONDS`] before the pod turned NotReady), cannot: every
+//! server starts read-only and only a Job opens it again. Then the failover starts
+//! at once (issue 35.1: a killed primary was writable again only after the whole
+//! grace period).
 //! Then, if no other role change is in flight and no
 //! backoff after a failed attempt runs, a failover starts when it can promote
 //! someone safely: the old primary's server still runs (a primary that restarted
@@ -25,6 +33,11 @@ use crate::{
     api::{FailoverSpec, FailoverStatus},
     observed::Observed,
 };
+
+/// How long before the pod turned NotReady its server may have died and still
+/// count as this outage's cause: the readiness probe notices within its period
+/// times its failure threshold (2 s x 2) plus its timeout, with room for clocks.
+pub const DIED_MARGIN_SECONDS: i64 = 15;
 
 /// What [`assess`] looks at.
 pub struct Facts<'a> {
@@ -132,16 +145,28 @@ pub fn assess(f: &Facts<'_>) -> Assessment {
     };
     let took_role = f.primary_since.filter(|p| *p > since).map(|p| p.min(f.now));
     let since = took_role.unwrap_or(since);
+    // Its server died during this outage (or caused it), after it took the role:
+    // it is read-only now, if it runs at all, and no grace period can change that.
+    let died = member
+        .and_then(|m| m.mysqld_ended)
+        .filter(|t| *t >= after(since, -DIED_MARGIN_SECONDS) && f.primary_since.is_none_or(|p| *t > p));
+    let grace = if died.is_some() { 0 } else { grace };
     let mut status = f.previous.cloned().unwrap_or_default();
     if from_pod.is_none() || recorded.is_some() {
         status.primary_not_ready_since = Some(Time(recorded.unwrap_or(f.now)));
     }
     let at = |t: Timestamp| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let state = if member.is_some() { "not Ready" } else { "missing" };
-    let down = match took_role {
+    let mut down = match took_role {
         Some(t) => format!("{} {state} since it became the primary at {}", f.primary, at(t)),
         None => format!("{} {state} since {}", f.primary, at(since)),
     };
+    if let Some(t) = died {
+        down.push_str(&format!(
+            ", its server died at {} and comes back read-only, so the grace period is not waited out",
+            at(t)
+        ));
+    }
     let status = (status != FailoverStatus::default()).then_some(status);
     if !f.spec.enabled {
         return idle(
