@@ -61,36 +61,18 @@ pub struct Prober {
     /// ([`probe::primary_serves`]): the cluster is bootstrapped, and stays so for
     /// the life of this pod, so it is not asked again.
     bootstrapped: AtomicBool,
-    /// A primary newer than the mounted record, learned from the servers
-    /// ([`probe::Newer`]); dropped once the record has caught up.
-    newer: Mutex<Option<probe::Newer>>,
 }
 
 impl Prober {
     #[must_use]
     pub fn new(ctx: Context, paths: Paths) -> Self {
-        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false), newer: Mutex::new(None) }
-    }
-
-    /// Completes `facts` with a newer primary than their record: the one
-    /// learned before while it is still newer, else, when the record may be
-    /// stale, one asked of the other members now.
-    fn learn(&self, facts: &mut probe::Facts) -> Option<probe::Newer> {
-        let mut newer = self.newer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(n) = newer.clone() {
-            if facts.recorded_epoch.is_some_and(|e| n.epoch > e) {
-                facts.adopt(&n);
-                return Some(n);
-            }
-            *newer = None;
-        }
-        let learned = probe::check_newer_primary(&self.ctx, facts)?;
-        *newer = Some(learned.clone());
-        Some(learned)
+        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false) }
     }
 
     /// The primary newer than the mounted record, if the servers know one
-    /// (learned as readiness learns it): `join.sh` follows it instead of the record.
+    /// ([`probe::check_newer_primary`], asked afresh each time, so never an
+    /// answer older than the servers' state): `join.sh` follows it instead of
+    /// the record.
     pub fn newer_primary(&self, env: &dyn Env) -> Option<probe::Newer> {
         let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if guard.is_none() {
@@ -104,12 +86,12 @@ impl Prober {
             }
         };
         drop(guard);
-        self.learn(&mut facts)
+        probe::check_newer_primary(&self.ctx, &mut facts)
     }
 
     /// Readiness of `facts`, completed with what is known of the recorded primary.
     fn judge(&self, mut facts: probe::Facts) -> Verdict {
-        self.learn(&mut facts);
+        probe::check_newer_primary(&self.ctx, &mut facts);
         if self.bootstrapped.load(Ordering::Relaxed) {
             facts.primary_serves = true;
         } else {
