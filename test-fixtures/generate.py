@@ -640,6 +640,16 @@ def failover_scenarios(running, st, live):
     write("sync", "switchover-succeeded", request(
         asking(s2), observed(requested["children"], {sjob: "succeeded"}),
         related(*healthy, job_pod(sjob, "switchover", switched))))
+    # Issue 35.1: the Job's pod has ended with its result, the Job controller has
+    # not marked the Job Complete yet (about a second later): the role moves now.
+    write("sync", "switchover-pod-succeeded", request(
+        asking(s2), observed(requested["children"]), related(*healthy, job_pod(sjob, "switchover", switched))))
+    # The next sync, the Job still not marked Complete: recorded once, nothing new.
+    early = response_of("sync", "switchover-pod-succeeded")
+    if early is not None:
+        write("sync", "switchover-pod-succeeded-recorded", request(
+            asking(early["status"]), observed(early["children"]),
+            related(*healthy, job_pod(sjob, "switchover", switched))))
     timeout = '{"result":"error","primary":"db-2","from":"db-0","reason":"catchup-timeout","message":"db-2 did not reach [3e11fa47-71ca-11e1-9e33-c80aa9429562:1-2077] within 60s; db-0 reopened"}'
     write("sync", "switchover-failed", request(
         asking(s2), observed(requested["children"], {sjob: "failed"}),

@@ -158,7 +158,7 @@ pub fn role_jobs<'a>(observed: &Observed<'a>, names: &Names) -> Vec<RoleJob<'a>>
 pub fn promoted_by(observed: &Observed<'_>, job: &Job, names: &Names) -> Option<String> {
     let name = job.metadata.name.as_deref()?;
     let member = |p: Option<String>| p.filter(|p| names.ordinal(p).is_some());
-    match Observed::job_state(job) {
+    match observed.role_job_state(job) {
         JobState::Running => None,
         JobState::Succeeded => {
             let r = ScriptResult::parse(observed.job_result(name)?);

@@ -268,6 +268,22 @@ impl<'a> Observed<'a> {
         }
     }
 
+    /// How a role-change Job stands, its pods included: [`Self::job_state`], except
+    /// that a Job still marked running whose pod has already ended with exit
+    /// status 0 has succeeded. One such pod ends the Job (one completion, no
+    /// restart), so its result is final; the Job controller marks the Job Complete
+    /// about a second later, and waiting for that kept writes refused that much
+    /// longer at every role change (issue 35.1).
+    #[must_use]
+    pub fn role_job_state(&self, job: &Job) -> JobState {
+        match Self::job_state(job) {
+            JobState::Running if job.metadata.name.as_deref().is_some_and(|name| self.job_result(name).is_some()) => {
+                JobState::Succeeded
+            }
+            state => state,
+        }
+    }
+
     /// The one-line result a Job's script wrote to its termination log: the
     /// message of the newest pod of that Job that terminated with one.
     #[must_use]

@@ -271,12 +271,15 @@ pub fn plan(input: &Input<'_>) -> Roles {
             let excess = r.role_changes.len().saturating_sub(HISTORY);
             r.role_changes.drain(..excess);
         }
+        // Kept while the Job controller has not marked it ended, even when its pod
+        // has (deleting it then is harmless, but nothing is gained by it).
         if evidence || Observed::job_state(job) == JobState::Running {
             r.kept.push(jobs::keep(job));
         }
     }
     let stray = role_jobs.iter().any(|rj| {
-        rj.job.is_some_and(|j| Observed::job_state(j) == JobState::Running) && Some(rj.name) != current.as_deref()
+        rj.job.is_some_and(|j| input.observed.role_job_state(j) == JobState::Running)
+            && Some(rj.name) != current.as_deref()
     }) || input.observed.job_pods_active(&PURPOSES, current.as_deref());
     if blocker.is_none() && stray {
         blocker = Some(Blocker::Stray);
@@ -404,7 +407,7 @@ fn in_flight(input: &Input<'_>, role_jobs: &[RoleJob<'_>], now: Timestamp) -> Op
     let recorded = input.previous.operation.clone();
     let running = role_jobs
         .iter()
-        .filter(|rj| rj.job.is_some_and(|j| Observed::job_state(j) == JobState::Running))
+        .filter(|rj| rj.job.is_some_and(|j| input.observed.role_job_state(j) == JobState::Running))
         .max_by_key(|rj| rj.number);
     match (recorded, running) {
         (Some(op), Some(rj)) => {
@@ -472,7 +475,7 @@ fn progress(input: &Input<'_>, op: &Operation, now: Timestamp) -> Progress {
     };
     // Emitted as observed: the Job was built from the state of its own time.
     let job = jobs::keep(observed);
-    match Observed::job_state(observed) {
+    match input.observed.role_job_state(observed) {
         JobState::Running => Progress::Running(job),
         JobState::Failed => {
             let text = input.observed.job_message(&op.job);
