@@ -508,13 +508,14 @@ def failover_scenarios(running, st, live):
                                                                  related(*with_primary_down(recent))))
     # Issue 35.1: its server died 1 s before the pod turned NotReady (killed,
     # crashed): it comes back read-only and cannot recover by itself, so the
-    # failover starts without waiting out the grace period. A death long before
-    # this outage (an earlier restart, then promoted again) does not count.
+    # failover starts without waiting out the grace period. A death well before
+    # this outage (55 s, after the bootstrap made it the primary at 11:58:20: it
+    # restarted, was reopened and served again) is not this outage's cause.
     died = with_primary_down(recent)
     write("sync", "failover-primary-died", request(parent(status=st), live,
                                                    related(died_at(died[0], "2026-11-29T11:59:54Z"), *died[1:])))
     write("sync", "failover-primary-died-long-before", request(
-        parent(status=st), live, related(died_at(died[0], "2026-11-29T11:30:00Z"), *died[1:])))
+        parent(status=st), live, related(died_at(died[0], "2026-11-29T11:59:00Z"), *died[1:])))
     write("sync", "failover-primary-missing", request(parent(status=st), live, related(*healthy[1:])))
     missing = response_of("sync", "failover-primary-missing")
     if missing is not None:

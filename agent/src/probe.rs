@@ -300,14 +300,21 @@ pub fn needs_primary_check(f: &Facts) -> bool {
 /// probe answers within the kubelet's timeout (5 s) whatever the peer does.
 pub const PRIMARY_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Does member `primary` answer as a writable server that replicates from
-/// nobody? Anything else (not a member, unreachable, read-only, a replica, an
-/// error) is `false`: the caller then judges on local knowledge, as before.
+/// A session with member `name` when it answers (within
+/// [`PRIMARY_CHECK_TIMEOUT`]) as a writable server that replicates from nobody:
+/// a primary, since only the bootstrap, a failover or a switchover open one.
+/// Anything else (not a member, unreachable, read-only, a replica, an error) is
+/// `None`: the caller then judges on what it knew before.
+fn serving(ctx: &Context, name: &str) -> Option<Server> {
+    let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
+    let mut s = Server::connect(&quick, name).ok()?;
+    matches!((s.writable(), s.is_replica()), (Ok(true), Ok(false))).then_some(s)
+}
+
+/// Does member `primary` answer as a primary ([`serving`])?
 #[must_use]
 pub fn primary_serves(ctx: &Context, primary: &str) -> bool {
-    let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
-    let Ok(mut s) = Server::connect(&quick, primary) else { return false };
-    matches!((s.writable(), s.is_replica()), (Ok(true), Ok(false)))
+    serving(ctx, primary).is_some()
 }
 
 /// Completes `f` with [`Facts::primary_serves`] when it matters (a connection to
@@ -364,14 +371,10 @@ impl Facts {
 /// newest, should two answer: the older one is fenced by its own agent).
 #[must_use]
 pub fn newer_primary(ctx: &Context, me: &str, than: i64) -> Option<Newer> {
-    let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
     let mut best: Option<Newer> = None;
     for name in ctx.names().filter(|n| *n != me) {
-        let Ok(mut s) = Server::connect(&quick, name) else { continue };
-        let (Ok(true), Ok(false), Ok(Some(epoch))) = (s.writable(), s.is_replica(), crate::fence::local_epoch(&mut s))
-        else {
-            continue;
-        };
+        let Some(mut s) = serving(ctx, name) else { continue };
+        let Ok(Some(epoch)) = crate::fence::local_epoch(&mut s) else { continue };
         if epoch > than && best.as_ref().is_none_or(|b| epoch > b.epoch) {
             best = Some(Newer { primary: name.to_owned(), epoch });
         }

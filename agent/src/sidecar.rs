@@ -74,22 +74,31 @@ impl Prober {
     /// answer older than the servers' state): `join.sh` follows it instead of
     /// the record.
     pub fn newer_primary(&self, env: &dyn Env) -> Option<probe::Newer> {
-        let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            *guard = Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket).ok();
-        }
-        let mut facts = match probe::gather(guard.as_mut()?, env, &self.paths) {
-            Ok(f) => f,
-            Err(_) => {
-                *guard = None;
-                return None;
-            }
+        let mut facts = {
+            let mut kept = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.gather_kept(&mut kept, env)?
         };
-        drop(guard);
         probe::check_newer_primary(&self.ctx, &mut facts)
     }
 
-    /// Readiness of `facts`, completed with what is known of the recorded primary.
+    /// The facts through the kept session: opened when missing, dropped when a
+    /// query on it fails (a restarted server).
+    fn gather_kept(&self, kept: &mut Option<Server>, env: &dyn Env) -> Option<probe::Facts> {
+        if kept.is_none() {
+            *kept = Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket).ok();
+        }
+        match probe::gather(kept.as_mut()?, env, &self.paths) {
+            Ok(f) => Some(f),
+            Err(_) => {
+                *kept = None;
+                None
+            }
+        }
+    }
+
+    /// Readiness of `facts`, completed with what is known of the recorded primary
+    /// (connections to other members: called without the session's lock, so the
+    /// fencing thread never waits on them).
     fn judge(&self, mut facts: probe::Facts) -> Verdict {
         probe::check_newer_primary(&self.ctx, &mut facts);
         if self.bootstrapped.load(Ordering::Relaxed) {
@@ -121,7 +130,10 @@ impl Prober {
             }
             let Some(s) = guard.as_mut() else { break };
             match probe::gather(s, env, &self.paths) {
-                Ok(facts) => return self.judge(facts),
+                Ok(facts) => {
+                    drop(guard);
+                    return self.judge(facts);
+                }
                 Err(f) if fresh => {
                     *guard = None;
                     return Verdict::Fail(format!("not ready: {}", f.message));
@@ -142,19 +154,9 @@ impl Prober {
     /// `Some(line)` when it fenced (or failed to fence) the server.
     pub fn fence_if_stale(&self, env: &dyn Env) -> Option<String> {
         let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            *guard = Server::connect_socket(&self.ctx, &self.paths.pod, &self.paths.socket).ok();
-        }
-        let s = guard.as_mut()?;
-        let role = match probe::gather(s, env, &self.paths) {
-            Ok(f) => f.role(),
-            Err(_) => {
-                *guard = None;
-                return None;
-            }
-        };
+        let role = self.gather_kept(&mut guard, env)?.role();
         let why = crate::fence::stale_primary(&role)?;
-        let mut report = match crate::fence::fence(s, 4, 2) {
+        let mut report = match crate::fence::fence(guard.as_mut()?, 4, 2) {
             Ok(killed) => protocol::Report {
                 message: Some(format!("{why}: fenced, {killed} client session(s) killed")),
                 ..protocol::Report::new("fenced-self")

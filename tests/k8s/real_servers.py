@@ -814,12 +814,17 @@ def delete_cluster(run: Run, db: Db) -> None:
             lambda: db.mysql() is None and not db.pods(), 300)
 
 
-def kill_mysqld(db: Db, pod: str) -> None:
+def mysqld_pid(db: Db, pod: str) -> int:
+    """The host pid of a server pod's mysqld."""
     p = db.pod(pod)
     cs = next((c for c in (p or {}).get("status", {}).get("containerStatuses") or [] if c["name"] == "mysqld"), None)
     if cs is None or not cs.get("containerID"):
         raise StepFailed(f"pod {pod} has no running mysqld container: {pod_line(p or {})}")
-    pid = db.node.container_pid(cs["containerID"])
+    return db.node.container_pid(cs["containerID"])
+
+
+def kill_mysqld(db: Db, pod: str) -> None:
+    pid = mysqld_pid(db, pod)
     os.kill(pid, signal.SIGKILL)
     say(f"SIGKILLed mysqld of {pod} (host pid {pid})")
 
@@ -1590,9 +1595,7 @@ def s11_monitoring(run: Run) -> None:
         # at the earliest): no role change. The alert fires after about 32 s.
         primary = st["primary"]
         before = st.get("roleChanges") or []
-        pod = db.pod(primary) or {}
-        cs = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "mysqld")
-        pid = db.node.container_pid(cs["containerID"])
+        pid = mysqld_pid(db, primary)
         t = time.monotonic()
         os.kill(pid, signal.SIGSTOP)
         say(f"SIGSTOPped mysqld of {primary} (host pid {pid}): it hangs")
@@ -1648,9 +1651,7 @@ def s8_retain_recreate(run: Run) -> None:
         switchover(run, db, "db-2")
         db.wait_running(3, timeout=300)
     obj = strip_for_create(db.mysql())
-    pod0 = db.pod("db-0")
-    cs = next(c for c in pod0["status"]["containerStatuses"] if c["name"] == "mysqld")  # type: ignore[index]
-    pid = db.node.container_pid(cs["containerID"])
+    pid = mysqld_pid(db, "db-0")
     os.kill(pid, signal.SIGSTOP)
     say(f"SIGSTOPped mysqld of db-0 (host pid {pid}): it hangs and falls behind")
     t = time.monotonic()
