@@ -59,6 +59,40 @@ pub fn stale_primary(r: &Role) -> Option<String> {
     }
 }
 
+impl Role {
+    /// The epoch a primary must beat to supersede this server, when this server
+    /// should ask the other members for one: it is writable and replicates from
+    /// nobody (it serves, or served, as the primary) and knows some epoch (its own,
+    /// or the record's). Its record can be older than the servers' state: the
+    /// kubelet refreshes it up to a minute late, and not at all while the node is
+    /// cut off. The members answer at once when the network heals (issue 32.5).
+    #[must_use]
+    pub fn asks_for_newer(&self) -> Option<i64> {
+        if !self.writable || self.replica {
+            return None;
+        }
+        match (self.local_epoch, self.recorded_epoch) {
+            (Some(local), Some(recorded)) => Some(local.max(recorded)),
+            (local, recorded) => local.or(recorded),
+        }
+    }
+}
+
+/// Why this writable server must be fenced now that `primary` serves as the
+/// primary of `epoch` (newer than [`Role::asks_for_newer`]'s), whatever its
+/// record says: a later decision of the hook opened that server.
+#[must_use]
+pub fn superseded(r: &Role, primary: &str, epoch: i64) -> String {
+    format!(
+        "{} is writable, but {primary} serves as the primary of epoch {epoch}, newer than this server's {} \
+         (its record names {} of epoch {})",
+        r.pod,
+        r.local_epoch.map_or_else(|| "unrecorded".to_owned(), |e| e.to_string()),
+        r.recorded_primary.as_deref().unwrap_or("nobody"),
+        r.recorded_epoch.map_or_else(|| "none".to_owned(), |e| e.to_string()),
+    )
+}
+
 /// The epoch recorded on the server (`None` without the table or its row).
 ///
 /// # Errors
@@ -187,6 +221,19 @@ mod tests {
         assert_eq!(stale_primary(&Role { replica: true, ..role() }), None);
         assert_eq!(stale_primary(&Role { recorded_primary: Some("db-0".into()), ..role() }), None);
         assert_eq!(stale_primary(&Role { recorded_epoch: None, ..role() }), None, "no published epoch: no judgement");
+    }
+
+    #[test]
+    fn a_writable_server_asks_for_a_newer_primary() {
+        let primary = Role { recorded_primary: Some("db-0".into()), recorded_epoch: Some(2), ..role() };
+        assert_eq!(primary.asks_for_newer(), Some(3), "its own epoch is newer than the record's");
+        assert_eq!(Role { local_epoch: Some(1), ..primary.clone() }.asks_for_newer(), Some(2));
+        assert_eq!(Role { local_epoch: None, ..primary.clone() }.asks_for_newer(), Some(2), "before epochs");
+        assert_eq!(Role { local_epoch: None, recorded_epoch: None, ..primary.clone() }.asks_for_newer(), None);
+        assert_eq!(Role { writable: false, ..primary.clone() }.asks_for_newer(), None, "read-only: probe's question");
+        assert_eq!(Role { replica: true, ..primary.clone() }.asks_for_newer(), None, "a replica");
+        let why = superseded(&primary, "db-1", 4);
+        assert!(why.contains("db-1 serves as the primary of epoch 4") && why.contains("this server's 3"), "{why}");
     }
 
     #[test]

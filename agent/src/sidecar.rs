@@ -7,7 +7,9 @@
 //!   ([`crate::fence`]); a writable server the cluster has moved on from is fenced
 //!   at once (read-only, client sessions killed), whoever could or could not reach
 //!   it during the failover. The published record reaches the pod through the
-//!   mounted ConfigMap, so this takes the kubelet's refresh plus a second.
+//!   mounted ConfigMap, up to a minute late; so a writable server also asks the
+//!   other members each round whether one serves as the primary of a newer epoch
+//!   (issue 32.5), which ends a healed network cut within a second.
 //! - **Follow the cluster.** Every `AGENT_INTERVAL` seconds (default 10) it runs
 //!   the one-shot steps that keep this server in its role: `join.sh` (become or
 //!   stay a replica of the recorded primary, or of a newer one the servers
@@ -151,11 +153,23 @@ impl Prober {
 
 impl Prober {
     /// The fencing rule, once, through the kept session (see [`crate::fence`]):
-    /// `Some(line)` when it fenced (or failed to fence) the server.
+    /// `Some(line)` when it fenced (or failed to fence) the server. A writable
+    /// server the record does not condemn asks the other members whether one
+    /// serves as the primary of a newer epoch ([`crate::fence::Role::asks_for_newer`]):
+    /// without the session's lock, so the probes never wait on the network.
     pub fn fence_if_stale(&self, env: &dyn Env) -> Option<String> {
+        let role = {
+            let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.gather_kept(&mut guard, env)?.role()
+        };
+        let (why, primary) = match crate::fence::stale_primary(&role) {
+            Some(why) => (why, role.recorded_primary.clone()),
+            None => {
+                let newer = probe::newer_primary(&self.ctx, &role.pod, role.asks_for_newer()?)?;
+                (crate::fence::superseded(&role, &newer.primary, newer.epoch), Some(newer.primary))
+            }
+        };
         let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let role = self.gather_kept(&mut guard, env)?.role();
-        let why = crate::fence::stale_primary(&role)?;
         let mut report = match crate::fence::fence(guard.as_mut()?, 4, 2) {
             Ok(killed) => protocol::Report {
                 message: Some(format!("{why}: fenced, {killed} client session(s) killed")),
@@ -163,7 +177,7 @@ impl Prober {
             },
             Err(f) => f.report(),
         };
-        report.primary = role.recorded_primary;
+        report.primary = primary;
         Some(report.line())
     }
 }

@@ -1011,6 +1011,53 @@ def test_a_newer_epoch_reaches_the_old_primary_before_its_mounted_record(cluster
 
 
 @pytest.mark.all_servers
+def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
+    """Issue 32.5, the writable side (31.1's cut network): after a failover that
+    could not reach it, the old primary is still writable and its mounted record
+    still names it (the kubelet refreshes it up to a minute late; cut off with its
+    node, not at all). Its agent asks the other members while it is writable: one
+    that serves as the primary of a newer epoch fences it at once, and it rejoins
+    that one. The newer primary, asking the same question, finds nothing newer
+    and is never fenced by the older writable server."""
+    c = cluster
+    c.bootstrap()   # db-0, epoch 0
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    new = c[r.json["primary"]]
+    assert sorted(c.writable()) == sorted(["db-0", new.name]), "db-0 was not reachable: still writable"
+    d = c.world.root / c.tag / "stale"
+    d.mkdir()
+    pf, ef = d / "primary", d / "epoch"
+    # Every agent's record is the one from before the failover: db-0 of epoch 0.
+    pf.write_text("db-0\n")
+    ef.write_text("0\n")
+    # The new primary's agent sees the older writable db-0: nothing newer, untouched.
+    a = c.run("sidecar", POD_NAME=new.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=new.sock,
+              AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+    assert not new.read_only() and "fenced-self" not in a.stdout, a
+    # The old primary's agent, the network healed, its record unchanged: fenced in
+    # its first round, rejoined in its second.
+    t0 = time.time()
+    a = c.run("sidecar", POD_NAME="db-0", PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=p.sock,
+              AGENT_ITERATIONS=2, AGENT_INTERVAL=0)
+    fenced_s = time.time() - t0
+    assert '"result":"fenced-self"' in a.stdout and new.name in a.stdout, a
+    assert c.writable() == [new.name], c.writable()
+    wait_for(lambda: p.replicating_from(new), 30, what=f"db-0 replicating from {new.name}")
+    rc, out = probe(c, "readiness", "db-0", pf, EPOCH_FILE=ef)
+    assert rc == 0 and "replicates from" in out, out
+    fill(new, 11, 20)
+    c.wait_synced(new)
+    assert rows(p) == set(range(1, 21))
+    REPORT.append(f"epochs: a writable old primary whose record still named it learned {new.name} (epoch 1) "
+                  f"from the servers, fenced itself and rejoined in two agent rounds ({fenced_s:.1f}s)")
+
+
+@pytest.mark.all_servers
 def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
     """Issue 31.1: a failover that could not reach db-0 left it writable, and the
     new primary has taken writes since.  A later role change that finds db-0
