@@ -19,6 +19,18 @@
 //! killed once more (MariaDB accounts that bypass `read_only`, open transactions),
 //! and read-only is verified. A commit killed while it waited for its
 //! acknowledgement was never acknowledged to its client.
+//!
+//! **A commit that can never be acknowledged.** On MySQL a commit waiting for its
+//! semi-sync acknowledgement holds a lock `super_read_only` needs, and `KILL` does
+//! not end that wait (the session shows `Killed` and keeps waiting; seen on MySQL
+//! 9.7.4, as MySQL bugs 104015 and 101056 describe). When no replica receives from
+//! this server (a failover moved them away, or its network was cut) that wait never
+//! ends, and neither would the fence. With `shutdown` (a failover, and a server's own
+//! agent; never a switchover, which refuses instead) the server is then shut down
+//! (`SHUTDOWN`): the waiting client gets no OK (its connection drops), the server
+//! restarts read-only as every server does (in a pod the kubelet restarts the
+//! container), and the commit it recovers from its binary log is an errant
+//! transaction `join.sh` finds, never an acknowledged one.
 
 use std::time::Duration;
 
@@ -114,6 +126,14 @@ pub struct Session {
     pub id: u64,
     pub user: String,
     pub command: String,
+    pub state: String,
+}
+
+/// Whether a session's commit waits for a semi-sync acknowledgement (MySQL:
+/// `Waiting for semi-sync ACK from replica`, MariaDB: `... from slave`).
+#[must_use]
+pub fn waits_for_ack(sessions: &[Session]) -> bool {
+    sessions.iter().any(|s| s.state.starts_with("Waiting for semi-sync ACK"))
 }
 
 /// The sessions a fence kills: every client but `own`, never the replication
@@ -136,20 +156,24 @@ pub fn victims(sessions: &[Session], own: u64) -> Vec<u64> {
         .collect()
 }
 
-fn kill_clients(s: &mut Server) -> Result<usize> {
-    let own: u64 = s.value("SELECT CONNECTION_ID()")?.and_then(|v| v.parse().ok()).unwrap_or(0);
-    let rows = s.rows("SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST")?;
-    let sessions: Vec<Session> = rows
+fn sessions(s: &mut Server) -> Result<Vec<Session>> {
+    let rows = s.rows("SELECT ID, USER, COMMAND, STATE FROM information_schema.PROCESSLIST")?;
+    Ok(rows
         .iter()
         .filter_map(|r| {
             Some(Session {
                 id: text(r, 0)?.parse().ok()?,
                 user: text(r, 1).unwrap_or_default(),
                 command: text(r, 2).unwrap_or_default(),
+                state: text(r, 3).unwrap_or_default(),
             })
         })
-        .collect();
-    let ids = victims(&sessions, own);
+        .collect())
+}
+
+fn kill_clients(s: &mut Server) -> Result<usize> {
+    let own: u64 = s.value("SELECT CONNECTION_ID()")?.and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ids = victims(&sessions(s)?, own);
     for id in &ids {
         // A session already gone is no error.
         let _ = s.exec(&format!("KILL CONNECTION {id}"));
@@ -157,12 +181,40 @@ fn kill_clients(s: &mut Server) -> Result<usize> {
     Ok(ids.len())
 }
 
+/// How a fence ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fenced {
+    /// Client sessions killed.
+    pub killed: usize,
+    /// The server was shut down: a commit waiting for an acknowledgement that
+    /// cannot come held read-only off (see the module docs).
+    pub shut_down: bool,
+}
+
+impl Fenced {
+    /// What happened, for a report's message.
+    #[must_use]
+    pub fn describe(&self, pod: &str) -> String {
+        if self.shut_down {
+            format!(
+                "{pod} shut down: a commit waiting for a semi-sync acknowledgement held read-only off \
+                 ({} client session(s) killed); it restarts read-only, that commit unacknowledged",
+                self.killed
+            )
+        } else {
+            format!("{pod} read-only, {} client session(s) killed", self.killed)
+        }
+    }
+}
+
 /// Fences `s` (see the module docs): `attempts` tries, each waiting at most
-/// `lock_wait` seconds for the locks. Returns the client sessions killed.
+/// `lock_wait` seconds for the locks; with `shutdown`, a server a waiting commit
+/// keeps writable is shut down.
 ///
 /// # Errors
-/// `fence-failed` when the server is still writable after every attempt.
-pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32) -> Result<usize> {
+/// `fence-failed` when the server is still writable after every attempt (and not
+/// shut down).
+pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32, shutdown: bool) -> Result<Fenced> {
     let variable = match s.flavor {
         Flavor::Mysql => "super_read_only",
         Flavor::Mariadb => "read_only",
@@ -170,11 +222,15 @@ pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32) -> Result<usize> {
     let mut killed = 0;
     let mut last = String::new();
     for _ in 0..attempts {
-        match s.exec(&format!("SET SESSION lock_wait_timeout = {lock_wait}; SET GLOBAL {variable} = ON")) {
+        // One statement per call: the error of a multi-statement's second
+        // statement is lost when its result is dropped (seen on MySQL 9.7.4: the
+        // blocked SET GLOBAL looked like a success).
+        let set = s.exec(&format!("SET SESSION lock_wait_timeout = {lock_wait}"));
+        match set.and_then(|()| s.exec(&format!("SET GLOBAL {variable} = ON"))) {
             Ok(()) => {
                 killed += kill_clients(s)?;
                 if s.value(&format!("SELECT @@global.{variable}"))?.as_deref() == Some("1") {
-                    return Ok(killed);
+                    return Ok(Fenced { killed, shut_down: false });
                 }
             }
             Err(f) => {
@@ -184,7 +240,47 @@ pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32) -> Result<usize> {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    if shutdown && waits_for_ack(&sessions(s)?) {
+        // The statement's own answer may be lost as the server goes: whether it
+        // went is what counts, and the caller sees it stop answering.
+        let _ = s.exec("SHUTDOWN");
+        return Ok(Fenced { killed, shut_down: true });
+    }
     Err(Failure::new("fence-failed", format!("{} is still writable after {attempts} attempts: {last}", s.name)))
+}
+
+/// `mysql-hook-agent fence`: fences member `FENCE_POD` (the scripts' `fence`,
+/// which calls it): `FENCE_ATTEMPTS` (default 4) tries of `FENCE_LOCK_WAIT`
+/// (default 2) seconds; `FENCE_SHUTDOWN=1` shuts a server down that a commit
+/// waiting for its acknowledgement keeps writable (a failover). Result `fenced`
+/// (the message says how), or an error: `unreachable`, `fence-failed`.
+///
+/// # Errors
+/// As above, and `bad-env` for settings it cannot use.
+pub fn run(ctx: &crate::context::Context, env: &dyn crate::context::Env) -> Result<protocol::Report> {
+    let pod = env.var("FENCE_POD").unwrap_or_default();
+    if ctx.addr(&pod).is_none() {
+        return Err(Failure::new("bad-env", format!("FENCE_POD '{pod}' is not in PODS")));
+    }
+    let number = |name: &str, default: u32| -> Result<u32> {
+        env.var(name).map_or(Ok(default), |v| {
+            v.trim()
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| Failure::new("bad-env", format!("{name} '{v}' is not a positive number")))
+        })
+    };
+    let attempts = number("FENCE_ATTEMPTS", 4)?;
+    let lock_wait = number("FENCE_LOCK_WAIT", 2)?;
+    let shutdown = env.var("FENCE_SHUTDOWN").as_deref() == Some("1");
+    let mut s = Server::connect(ctx, &pod).map_err(|e| Failure::new("unreachable", e.to_string()))?;
+    let fenced = fence(&mut s, attempts, lock_wait, shutdown)?;
+    Ok(protocol::Report {
+        pod: Some(pod.clone()),
+        message: Some(fenced.describe(&pod)),
+        ..protocol::Report::new("fenced")
+    })
 }
 
 #[cfg(test)]
@@ -237,8 +333,23 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_waiting_for_its_acknowledgement_is_seen_on_both_flavors() {
+        let s = |state: &str| Session { id: 1, user: "app".into(), command: "Query".into(), state: state.into() };
+        assert!(waits_for_ack(&[s("executing"), s("Waiting for semi-sync ACK from replica")]), "MySQL");
+        assert!(waits_for_ack(&[s("Waiting for semi-sync ACK from slave")]), "MariaDB");
+        assert!(!waits_for_ack(&[s("Waiting for table metadata lock"), s("")]));
+        let f = Fenced { killed: 2, shut_down: true };
+        assert!(f.describe("db-0").starts_with("db-0 shut down"), "{}", f.describe("db-0"));
+    }
+
+    #[test]
     fn the_fence_spares_replication_and_itself() {
-        let s = |id, user: &str, command: &str| Session { id, user: user.into(), command: command.into() };
+        let s = |id, user: &str, command: &str| Session {
+            id,
+            user: user.into(),
+            command: command.into(),
+            state: String::new(),
+        };
         let list = [
             s(1, "app", "Query"),
             s(2, "mysqlhook", "Sleep"),

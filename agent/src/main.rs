@@ -69,11 +69,12 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "operator-user" => agent::operator_user::run(&Context::from_env(env)?, env),
         "tls-reload" => agent::tls_reload::run(&Context::from_env(env)?, env),
         "scale-down" => agent::scale_down::run(&Context::from_env(env)?, env),
+        "fence" => agent::fence::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
             format!(
-                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down"
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence"
             ),
         )),
     }

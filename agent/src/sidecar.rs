@@ -170,9 +170,11 @@ impl Prober {
             }
         };
         let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut report = match crate::fence::fence(guard.as_mut()?, 4, 2) {
-            Ok(killed) => protocol::Report {
-                message: Some(format!("{why}: fenced, {killed} client session(s) killed")),
+        // A commit that can never be acknowledged holds MySQL's read-only off:
+        // the server is shut down, and restarts read-only (crate::fence).
+        let mut report = match crate::fence::fence(guard.as_mut()?, 4, 2, true) {
+            Ok(fenced) => protocol::Report {
+                message: Some(format!("{why}: fenced: {}", fenced.describe(&role.pod))),
                 ..protocol::Report::new("fenced-self")
             },
             Err(f) => f.report(),

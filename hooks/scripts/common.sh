@@ -388,15 +388,6 @@ sql_is_fenced() {
     mariadb) sql "$1" "SELECT @@global.read_only" ;;
   esac
 }
-# This connection's id, then the process list: Id User Host db Command Time
-# State Info (MariaDB adds Progress), tab separated.
-# MySQL: CONNECTION_ID() (RM 14.15), SHOW PROCESSLIST (RM 15.7.7.31).
-# MariaDB: the same statements.
-sql_processlist() { sql "$1" "SELECT CONNECTION_ID(); SHOW PROCESSLIST"; }
-# KILL CONNECTION (RM 15.7.8.4; MariaDB the same).  A thread that is already
-# gone (ER_NO_SUCH_THREAD) is not an error.
-sql_kill_connection() { sql "$1" "KILL CONNECTION $2" 2>/dev/null || true; }
-
 # tsv_fields LINE: the tab separated fields of LINE into the array TSV, empty
 # fields kept (read with IFS=tab would merge adjacent tabs).  Pure.
 tsv_fields() {
@@ -405,64 +396,29 @@ tsv_fields() {
   while [[ $line == *$'\t'* ]]; do TSV+=("${line%%$'\t'*}"); line=${line#*$'\t'}; done
   TSV+=("$line")
 }
-# processlist_victims < sql_processlist output: the ids of the client
-# connections a fence kills -- all but this connection (first line), the
-# replication threads (source side: Binlog Dump / Binlog Dump GTID; replica
-# side: user "system user", MariaDB commands Slave_IO / Slave_SQL /
-# Slave_worker) and system / daemon threads (event_scheduler, Daemon).  Pure.
-processlist_victims() {
-  local own="" line id user cmd
-  IFS= read -r own || return 0
-  while IFS= read -r line; do
-    tsv_fields "$line"
-    (( ${#TSV[@]} >= 5 )) || continue
-    id=${TSV[0]} user=${TSV[1]} cmd=${TSV[4]}
-    [[ $id =~ ^[0-9]+$ ]] || continue
-    [ "$id" != "$own" ] || continue
-    case $user in "system user"|event_scheduler) continue ;; esac
-    case $cmd in "Binlog Dump"|"Binlog Dump GTID"|Daemon|Slave_IO|Slave_SQL|Slave_worker) continue ;; esac
-    printf '%s\n' "$id"
-  done
-}
-# kill_client_connections POD: kill every client connection (see above);
-# prints how many were killed.
-kill_client_connections() {
-  local pod=$1 id n=0 list
-  list=$(sql_processlist "$pod" | processlist_victims) || return 1
-  for id in $list; do sql_kill_connection "$pod" "$id"; n=$((n + 1)); done
-  printf '%s' "$n"
-}
-
 # fence POD: make POD read-only (MySQL super_read_only) so that no client
-# commit can succeed there any more, and cut off its clients:
-#   1. SET read_only with lock_wait_timeout FENCE_LOCK_WAIT [2] s;
-#   2. blocked (a long statement, a held lock, a commit waiting for a
-#      semi-sync acknowledgement): kill the client connections and retry,
-#      FENCE_ATTEMPTS [4] times in all;
-#   3. once read-only, kill the client connections again (sessions with an
-#      open transaction; MariaDB accounts that bypass read_only);
-#   4. verify read-only.
+# commit can succeed there any more, and cut off its clients: the agent's
+# `fence` (agent/src/fence.rs, ported from here): read_only with a
+# lock_wait_timeout of FENCE_LOCK_WAIT [2] s, blocked (a long statement, a held
+# lock, a commit waiting for a semi-sync acknowledgement): the client sessions
+# killed and again, FENCE_ATTEMPTS [4] times in all; once read-only, the client
+# sessions killed once more and read-only verified.  With FENCE_SHUTDOWN=1
+# (failover.sh) a server that a commit waiting for an acknowledgement that
+# cannot come keeps writable (MySQL: KILL does not end that wait) is shut down
+# instead: it stops answering and restarts read-only.
 # A commit killed while it waited for its acknowledgement was never
 # acknowledged to its client; it may stay in POD's binary log (an unacknowledged
 # tail: POD is then reported rebuildNeeded if another server is promoted).
-# Returns 0 when fenced.
+# Returns 0 when fenced (or shut down).
 FENCE_LOCK_WAIT=${FENCE_LOCK_WAIT:-2}
-FENCE_ATTEMPTS=${FENCE_ATTEMPTS:-4}
+AGENT_BIN=${AGENT_BIN:-$(dirname "${BASH_SOURCE[0]}")/mysql-hook-agent}
 fence() {
-  local pod=$1 i err killed
-  for (( i = 1; i <= FENCE_ATTEMPTS; i++ )); do
-    if err=$(sql_try_read_only "$pod" "$FENCE_LOCK_WAIT" 2>&1 >/dev/null); then
-      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
-      if [ "$(sql_is_fenced "$pod" 2>/dev/null)" = 1 ]; then
-        log "fence $pod: read-only, $killed client connection(s) killed"
-        return 0
-      fi
-    else
-      killed=$(kill_client_connections "$pod" 2>/dev/null) || killed="?"
-      log "fence $pod: attempt $i: ${err##*$'\n'}; killed $killed client connection(s)"
-    fi
-    sleep 0.2
-  done
+  local out
+  if out=$(FENCE_POD=$1 FENCE_SHUTDOWN=${FENCE_SHUTDOWN:-0} TERMINATION_LOG=/dev/null "$AGENT_BIN" fence); then
+    log "fence $1: $out"
+    return 0
+  fi
+  log "fence $1: ${out:-the agent did not answer}"
   return 1
 }
 

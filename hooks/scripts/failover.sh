@@ -4,8 +4,11 @@
 # primary -- possibly PRIMARY itself.
 #   1. fence PRIMARY if it answers (common.sh `fence`: read only,
 #      super_read_only on MySQL, client connections killed), and any other
-#      writable member; one that answers and cannot be fenced: fence-failed,
-#      nothing promoted;
+#      writable member; one that a commit waiting for a semi-sync
+#      acknowledgement keeps writable is shut down (FENCE_SHUTDOWN=1: on MySQL
+#      KILL does not end that wait; it stops answering, the client never got an
+#      OK, and it restarts read-only); one that answers and cannot be fenced
+#      otherwise: fence-failed, nothing promoted;
 #   2. stop the IO (receiver) thread on every reachable member other than
 #      PRIMARY, so nothing new arrives and the old primary cannot collect
 #      semi-sync acknowledgements; read each one's executed and received sets;
@@ -39,6 +42,7 @@
 # a rerun after PRIMARY was re-promoted fences and re-promotes it again.
 SCRIPT_NAME=failover
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+FENCE_SHUTDOWN=1
 
 old=${PRIMARY:-}
 is_member "$old" || fail bad-env "PRIMARY '$old' is not in PODS"

@@ -689,6 +689,9 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
         # the sidecar: the scripts it runs, and its probe port (any free one)
         "SCRIPTS_DIR": str(SCRIPTS),
         "AGENT_LISTEN": "127.0.0.1:0",
+        # the scripts call the agent for what was ported (common.sh `fence`); in
+        # a pod it is installed beside them
+        "AGENT_BIN": str(AGENT),
     }
     full.update(env)
     t0 = time.time()

@@ -88,38 +88,6 @@ def test_script_failed_line_keeps_promoted(flavor):
     assert r.returncode == 1 and line["reason"] == "script-failed" and line["promoted"] == "db-2", r.stdout
 
 
-# ------------------------------------------------------------ process list
-
-MARIADB_PROCESSLIST = "\n".join([
-    "42",
-    "12\trepl\t127.0.0.1:46294\tNULL\tBinlog Dump\t4\tMaster has sent all binlog to slave\tNULL\t0.000",
-    "13\tsystem user\t\tNULL\tSlave_IO\t9\tWaiting for master to send event\tNULL\t0.000",
-    "14\tsystem user\t\tNULL\tSlave_SQL\t9\tSlave has read all relay log\tNULL\t0.000",
-    "15\tevent_scheduler\tlocalhost\tNULL\tDaemon\t9\tWaiting on empty queue\tNULL\t0.000",
-    "24\tapp\t127.0.0.1:46400\thook\tQuery\t4\tUser sleep\tUPDATE hook.t SET w=SLEEP(20)\t0.000",
-    "25\troot\t127.0.0.1:46401\tNULL\tSleep\t1\t\tNULL\t0.000",
-    "26\tunauthenticated user\t10.0.0.9:5555\tNULL\tConnect\t0\tlogin\tNULL\t0.000",
-    "42\troot\t127.0.0.1:46430\tNULL\tQuery\t0\tstarting\tSHOW PROCESSLIST\t0.000",
-])
-MYSQL_PROCESSLIST = "\n".join([
-    "7",
-    "5\tevent_scheduler\tlocalhost\tNULL\tDaemon\t100\tWaiting on empty queue\tNULL",
-    "9\trepl\t10.0.0.2:40000\tNULL\tBinlog Dump GTID\t50\tSource has sent all binlog to replica\tNULL",
-    "10\tsystem user\t\tNULL\tConnect\t50\tWaiting for source to send event\tNULL",
-    "11\tsystem user\t\tNULL\tQuery\t50\tReplica has read all relay log\tNULL",
-    "3\tapp\t10.0.0.5:1234\tshop\tQuery\t3\twaiting for handler commit\tINSERT INTO t VALUES (1)",
-    "7\troot\t127.0.0.1:5000\tNULL\tQuery\t0\tinit\tSHOW PROCESSLIST",
-])
-
-
-@BOTH
-def test_processlist_victims(flavor):
-    got = out(flavor, 'processlist_victims <<< "$PL"', PL=MARIADB_PROCESSLIST).split()
-    assert got == ["24", "25", "26"]
-    got = out(flavor, 'processlist_victims <<< "$PL"', PL=MYSQL_PROCESSLIST).split()
-    assert got == ["3"]
-
-
 @BOTH
 def test_tsv_fields_keeps_empty_fields(flavor):
     r = out(flavor, 'tsv_fields "$L"; echo "${#TSV[@]}|${TSV[2]}|${TSV[3]}"', L="a\tb\t\tNULL")
