@@ -93,6 +93,9 @@ pub struct Facts {
     /// The seed marker's donor and start, when it exists.
     pub seed: Option<(String, String)>,
     pub max_lag: u64,
+    /// For a writable server: another member that serves as the primary of a
+    /// newer epoch ([`survey`]), whatever this server's record says.
+    pub superseded_by: Option<Newer>,
 }
 
 impl Facts {
@@ -118,6 +121,14 @@ pub const DEFAULT_MAX_LAG: u64 = 60;
 pub fn readiness(f: &Facts) -> Verdict {
     let me = &f.pod;
     let bootstrapped = f.initialized || f.repl_account || f.primary_serves;
+    if f.writable
+        && let Some(n) = &f.superseded_by
+    {
+        return Verdict::Fail(format!(
+            "not ready: an old primary, to be fenced: {} serves as the primary of epoch {}, newer than {me}'s",
+            n.primary, n.epoch
+        ));
+    }
     if f.recorded_primary.as_deref() == Some(me.as_str()) && bootstrapped {
         return if f.writable {
             Verdict::Pass(format!("ready: {me} is the primary (writable)"))
@@ -285,6 +296,8 @@ pub fn gather(s: &mut Server, env: &dyn Env, p: &Paths) -> Result<Facts> {
         rebuild: first_line_raw(env, p.rebuild_marker.as_deref()),
         seed,
         max_lag,
+        // asked by the caller, only for a writable server (survey)
+        superseded_by: None,
     })
 }
 
@@ -306,9 +319,17 @@ pub const PRIMARY_CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 /// Anything else (not a member, unreachable, read-only, a replica, an error) is
 /// `None`: the caller then judges on what it knew before.
 fn serving(ctx: &Context, name: &str) -> Option<Server> {
+    ask(ctx, name).and_then(|(s, serves)| serves.then_some(s))
+}
+
+/// A session with member `name` when it answers (within
+/// [`PRIMARY_CHECK_TIMEOUT`]), and whether it serves as a primary (writable,
+/// replicating from nobody); `None` when it does not answer.
+fn ask(ctx: &Context, name: &str) -> Option<(Server, bool)> {
     let quick = Context { connect_timeout: PRIMARY_CHECK_TIMEOUT, query_timeout: PRIMARY_CHECK_TIMEOUT, ..ctx.clone() };
     let mut s = Server::connect(&quick, name).ok()?;
-    matches!((s.writable(), s.is_replica()), (Ok(true), Ok(false))).then_some(s)
+    let (writable, replica) = (s.writable().ok()?, s.is_replica().ok()?);
+    Some((s, writable && !replica))
 }
 
 /// Does member `primary` answer as a primary ([`serving`])?
@@ -366,20 +387,69 @@ impl Facts {
     }
 }
 
-/// Asks every other member (1 s connect timeout each) and returns the one
-/// that answers as a writable primary of an epoch newer than `than` (the
+/// What the other members said when asked for a primary newer than this
+/// server's knowledge.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Survey {
+    /// Members asked (all but this server).
+    pub asked: usize,
+    /// Members that answered at all.
+    pub answered: usize,
+    /// The member that serves as the primary of the newest epoch above the one
+    /// asked about.
+    pub newer: Option<Newer>,
+}
+
+impl Survey {
+    /// Whether it can settle "no newer primary" for now: there was nobody to
+    /// ask, or somebody answered. A server that reached nobody (its network cut,
+    /// or just healed) cannot tell, and asks again before it calls itself Ready.
+    #[must_use]
+    pub fn conclusive(&self) -> bool {
+        self.asked == 0 || self.answered > 0
+    }
+}
+
+/// Asks every other member at once (1 s connect timeout each, one thread
+/// each, so a probe answers in about a second however many are down) for the
+/// one that answers as a writable primary of an epoch newer than `than` (the
 /// newest, should two answer: the older one is fenced by its own agent).
 #[must_use]
-pub fn newer_primary(ctx: &Context, me: &str, than: i64) -> Option<Newer> {
-    let mut best: Option<Newer> = None;
-    for name in ctx.names().filter(|n| *n != me) {
-        let Some(mut s) = serving(ctx, name) else { continue };
-        let Ok(Some(epoch)) = crate::fence::local_epoch(&mut s) else { continue };
-        if epoch > than && best.as_ref().is_none_or(|b| epoch > b.epoch) {
-            best = Some(Newer { primary: name.to_owned(), epoch });
+pub fn survey(ctx: &Context, me: &str, than: i64) -> Survey {
+    // per member: None (no answer), Some(None) (answered, no primary's epoch),
+    // Some(Some(epoch)) (serves as a primary of that epoch)
+    let answers: Vec<(&str, Option<Option<i64>>)> = std::thread::scope(|scope| {
+        let asks: Vec<_> = ctx
+            .names()
+            .filter(|n| *n != me)
+            .map(|name| {
+                let handle = scope.spawn(move || {
+                    let (mut s, serves) = ask(ctx, name)?;
+                    Some(if serves { crate::fence::local_epoch(&mut s).ok().flatten() } else { None })
+                });
+                (name, handle)
+            })
+            .collect();
+        asks.into_iter().map(|(name, h)| (name, h.join().ok().flatten())).collect()
+    });
+    let mut out = Survey { asked: answers.len(), ..Survey::default() };
+    for (name, answer) in answers {
+        let Some(epoch) = answer else { continue };
+        out.answered += 1;
+        if let Some(epoch) = epoch
+            && epoch > than
+            && out.newer.as_ref().is_none_or(|b| epoch > b.epoch)
+        {
+            out.newer = Some(Newer { primary: name.to_owned(), epoch });
         }
     }
-    best
+    out
+}
+
+/// [`survey`]'s newer primary.
+#[must_use]
+pub fn newer_primary(ctx: &Context, me: &str, than: i64) -> Option<Newer> {
+    survey(ctx, me, than).newer
 }
 
 /// Completes `f` with a newer primary when its record may be stale
@@ -409,6 +479,9 @@ pub fn readiness_now(ctx: &Context, env: &dyn Env, p: &Paths) -> Verdict {
         Ok(mut f) => {
             check_newer_primary(ctx, &mut f);
             check_primary(ctx, &mut f);
+            if let Some(than) = f.role().asks_for_newer() {
+                f.superseded_by = survey(ctx, &f.pod, than).newer;
+            }
             readiness(&f)
         }
         Err(f) => Verdict::Fail(format!("not ready: {}", f.message)),
@@ -488,6 +561,29 @@ mod tests {
         assert!(readiness(&old).text().contains("an old primary"), "{:?}", readiness(&old));
         // newer than the mounted file: the new primary, Ready
         assert!(readiness(&Facts { local_epoch: Some(5), ..old }).passed());
+    }
+
+    #[test]
+    fn a_writable_server_superseded_by_a_newer_primary_is_never_ready() {
+        let newer = Newer { primary: "db-1".into(), epoch: 5 };
+        // its record still names it (stale): before, "the primary (writable)"
+        let stale = Facts {
+            pod: "db-0".into(),
+            writable: true,
+            replica: None,
+            recorded_primary: Some("db-0".into()),
+            recorded_epoch: Some(4),
+            local_epoch: Some(4),
+            superseded_by: Some(newer.clone()),
+            ..facts()
+        };
+        assert!(readiness(&stale).text().contains("db-1 serves as the primary of epoch 5"), "{:?}", readiness(&stale));
+        assert!(readiness(&Facts { superseded_by: None, ..stale.clone() }).passed());
+        assert!(readiness(&Facts { recorded_primary: None, ..stale.clone() }).text().contains("old primary"));
+        let none = Survey { asked: 2, answered: 0, newer: None };
+        assert!(!none.conclusive(), "reached nobody: cannot tell");
+        assert!(Survey { answered: 1, ..none.clone() }.conclusive());
+        assert!(Survey { asked: 0, ..none }.conclusive(), "a single server");
     }
 
     #[test]

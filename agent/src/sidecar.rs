@@ -41,7 +41,7 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use crate::{
@@ -63,12 +63,43 @@ pub struct Prober {
     /// ([`probe::primary_serves`]): the cluster is bootstrapped, and stays so for
     /// the life of this pod, so it is not asked again.
     bootstrapped: AtomicBool,
+    /// The last [`probe::survey`] of a writable server (the fencing thread's,
+    /// every second): when, of which epoch, what it found.
+    survey: Mutex<Option<(Instant, i64, probe::Survey)>>,
 }
+
+/// How long a conclusive survey answers readiness for a writable server (the
+/// fencing thread renews it every second).
+const SURVEY_FRESH: Duration = Duration::from_secs(3);
 
 impl Prober {
     #[must_use]
     pub fn new(ctx: Context, paths: Paths) -> Self {
-        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false) }
+        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false), survey: Mutex::new(None) }
+    }
+
+    /// The other members asked afresh whether one serves as the primary of an
+    /// epoch newer than `than`; kept for readiness.
+    fn survey_now(&self, pod: &str, than: i64) -> probe::Survey {
+        let found = probe::survey(&self.ctx, pod, than);
+        *self.survey.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((Instant::now(), than, found.clone()));
+        found
+    }
+
+    /// The newer primary readiness judges a writable server by: the fencing
+    /// thread's last survey when it is recent, of the same epoch, and conclusive;
+    /// else one asked now. So a server that reached nobody (its network cut)
+    /// asks again before it is called Ready: right after a cut heals, a stale
+    /// record naming it cannot make it Ready beside the newer primary.
+    fn superseded_by(&self, pod: &str, than: i64) -> Option<probe::Newer> {
+        let kept = self.survey.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match kept {
+            Some((at, epoch, found)) if epoch == than && at.elapsed() < SURVEY_FRESH && found.conclusive() => {
+                found.newer
+            }
+            _ => self.survey_now(pod, than).newer,
+        }
     }
 
     /// The primary newer than the mounted record, if the servers know one
@@ -103,6 +134,9 @@ impl Prober {
     /// fencing thread never waits on them).
     fn judge(&self, mut facts: probe::Facts) -> Verdict {
         probe::check_newer_primary(&self.ctx, &mut facts);
+        if let Some(than) = facts.role().asks_for_newer() {
+            facts.superseded_by = self.superseded_by(&facts.pod, than);
+        }
         if self.bootstrapped.load(Ordering::Relaxed) {
             facts.primary_serves = true;
         } else {
@@ -165,7 +199,7 @@ impl Prober {
         let (why, primary) = match crate::fence::stale_primary(&role) {
             Some(why) => (why, role.recorded_primary.clone()),
             None => {
-                let newer = probe::newer_primary(&self.ctx, &role.pod, role.asks_for_newer()?)?;
+                let newer = self.survey_now(&role.pod, role.asks_for_newer()?).newer?;
                 (crate::fence::superseded(&role, &newer.primary, newer.epoch), Some(newer.primary))
             }
         };

@@ -1045,6 +1045,13 @@ def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
     # Every agent's record is the one from before the failover: db-0 of epoch 0.
     pf.write_text("db-0\n")
     ef.write_text("0\n")
+    # Readiness asks the members too: the old primary is never Ready beside the
+    # newer one, whatever its record says (before: "db-0 is the primary
+    # (writable)"); the newer one is, its record naming db-0 of epoch 0.
+    rc, out = probe(c, "readiness", "db-0", pf, EPOCH_FILE=ef)
+    assert rc == 1 and f"{new.name} serves as the primary of epoch 1" in out, out
+    rc, out = probe(c, "readiness", new.name, pf, EPOCH_FILE=ef)
+    assert rc == 0, out
     # The new primary's agent sees the older writable db-0: nothing newer, untouched.
     a = c.run("sidecar", POD_NAME=new.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=new.sock,
               AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
