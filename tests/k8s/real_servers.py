@@ -93,6 +93,7 @@ class Db:
     namespace: str
     name: str
     procs_ok: Callable[[], None]
+    flavor: str = "mariadb"
     _logins: list[tuple[str, str]] = field(default_factory=list)
 
     # ------------------------------------------------------------ API reads
@@ -170,6 +171,25 @@ class Db:
 
     def forget_logins(self) -> None:
         self._logins = []
+
+    def replica_status(self, pod: str, timeout: float = 10.0) -> dict[str, str | None]:
+        """The pod's replica status in MariaDB's column names ({} when it is no
+        replica): MySQL 8.4+ knows only SHOW REPLICA STATUS, whose columns say
+        Source and Replica where MariaDB's say Master and Slave."""
+        if self.flavor == "mysql":
+            rows = self.sql_dicts(pod, "SHOW REPLICA STATUS", timeout)
+            return {k.replace("Source", "Master").replace("Replica", "Slave"): v for k, v in rows[0].items()} \
+                if rows else {}
+        rows = self.sql_dicts(pod, "SHOW SLAVE STATUS", timeout)
+        return rows[0] if rows else {}
+
+    def sql_dicts(self, pod: str, query: str, timeout: float = 10.0) -> list[dict[str, str | None]]:
+        p = self.pod(pod)
+        ip = ((p or {}).get("status") or {}).get("podIP")
+        if not ip:
+            raise OSError(f"pod {pod} has no IP (yet)")
+        with self.connect(ip, timeout=timeout) as c:
+            return c.query_dicts(query)
 
     def sql(self, pod: str, query: str, timeout: float = 10.0) -> Any:
         p = self.pod(pod)
@@ -683,9 +703,14 @@ class Run:
     recorder: Recorder
     judges: dict[str, Judge] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    flavor: str = "mariadb"
+    # Windows in which two writable servers are a stated, bounded property of the
+    # design rather than a defect: (from, to, why). Only scenario 15 sets one (an
+    # old primary nobody could reach is writable until its agent fences it).
+    excused: list[tuple[float, float, str]] = field(default_factory=list)
 
     def db(self, namespace: str, name: str = "db") -> Db:
-        return Db(self.k8s, self.node, namespace, name, self.procs_ok)
+        return Db(self.k8s, self.node, namespace, name, self.procs_ok, self.flavor)
 
     def judge(self, db: Db) -> Judge:
         key = f"{db.namespace}/{db.name}"
@@ -702,7 +727,7 @@ class Run:
 
 
 def mysql_object(run: Run, namespace: str, name: str = "db", replicas: int = 3, **spec: Any) -> dict:
-    s = {"replicas": replicas, "flavor": "mariadb", "version": run.version, "storage": {"size": "1Gi"},
+    s = {"replicas": replicas, "flavor": run.flavor, "version": run.version, "storage": {"size": "1Gi"},
          "failover": {"enabled": True, "gracePeriodSeconds": 10}}
     s.update(spec)
     return {"apiVersion": API, "kind": "MySQL", "metadata": {"name": name, "namespace": namespace}, "spec": s}
@@ -731,12 +756,12 @@ def check_replication(db: Db, primary: str, timeout: float = 120) -> None:
 
     def replicas() -> bool:
         not_replicas[:] = [p["metadata"]["name"] for p in db.pods() if p["metadata"]["name"] != primary
-                           and not db.sql(p["metadata"]["name"], "SHOW SLAVE STATUS")]
+                           and not db.replica_status(p["metadata"]["name"])]
         return not not_replicas
     try:
         db.wait(f"every server but {primary} to be a replica", replicas, timeout, interval=2)
     except StepFailed as e:
-        raise StepFailed(f"not a replica (SHOW SLAVE STATUS is empty): {not_replicas or '?'}; {e}") from None
+        raise StepFailed(f"not a replica (no replica status): {not_replicas or '?'}; {e}") from None
     waited = time.monotonic() - t
     if waited > 5:
         say(f"{db.namespace}/{db.name}: every server but {primary} a replica {waited:.0f}s after Running")
@@ -954,6 +979,161 @@ def s13_primary_cannot_start(run: Run) -> None:
     say(f"{old} back as a replica of {st.get('primary')}: role changes {role_changes(db, before)}")
 
 
+def host_link(db: Db, pod: str) -> str:
+    """The host end of a server pod's veth: the peer of the pod's eth0, asked
+    inside the pod's network namespace (netlink; /sys would show the host's), and
+    refused unless it is a port of this run's own bridge, so nothing else on the
+    machine is ever taken down."""
+    pid = mysqld_pid(db, pod)
+    out = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "-o", "link", "show", "eth0"],
+                         capture_output=True, text=True, check=True).stdout
+    m = re.search(r"eth0@if(\d+)", out)
+    if not m:
+        raise StepFailed(f"{pod}'s eth0 names no peer: {out.strip()}")
+    bridge = db.node.state.get("bridge")
+    for link in Path("/sys/class/net").iterdir():
+        if (link / "ifindex").read_text().strip() != m.group(1):
+            continue
+        master = link / "master"
+        if not bridge or not master.exists() or master.resolve().name != bridge:
+            raise StepFailed(f"the peer of {pod}'s eth0 is {link.name}, not a port of the bridge {bridge}")
+        return link.name
+    raise StepFailed(f"no host interface with index {m.group(1)} (the peer of {pod}'s eth0)")
+
+
+def set_link(link: str, up: bool) -> None:
+    subprocess.run(["ip", "link", "set", "dev", link, "up" if up else "down"], check=True)
+
+
+def fenced_lines(db: Db, pod: str) -> int:
+    """How many times the pod's agent has reported fencing its server."""
+    return db.node.pod_log(db.namespace, pod, "agent", 2000).count('"result":"fenced-self"')
+
+
+#: How long scenario 15 keeps the primary cut off (issue 31.1).
+CUT_SECONDS = 90.0
+#: The stated bound on two writable servers after the heal: the old primary's
+#: agent learns the newer epoch and fences it within this.
+FENCE_AFTER_HEAL = 3.0
+
+
+def s15_network_cut(run: Run) -> None:
+    db = run.db("demo")
+    try:
+        network_cut(run, db)
+    finally:
+        patch_mysql(run, db, {"spec": {"replication": {"rebuildErrant": None}}})
+
+
+def network_cut(run: Run, db: Db) -> None:
+    """The primary's pod is cut off the network, both ways (the host end of its
+    veth down), for 90 s while the writer writes (issue 31.1). Nobody can reach it:
+    the failover promotes without fencing it (resting on semi-sync: its hanging
+    commits were never acknowledged). Its own agent fences it once it learns the
+    newer epoch (the mounted record, which its kubelet still refreshes; or, once
+    the network heals, the servers). After the heal it must never be Ready before
+    it has rejoined as a replica; then a switchover to it is requested and the
+    failover's primary is drained (its pod deleted). The judges: no acknowledged
+    row lost, no two writable servers (scenario 15).
+
+    A commit the writer sent as the cut began is written to the old primary's
+    binary log and waits for an acknowledgement that never comes: never
+    acknowledged, but an errant transaction once the new primary has moved on. So
+    the scenario runs with `rebuildErrant: true` (a file, restarts nothing): the
+    old primary is then seeded again before it rejoins, which it reports."""
+    judge = run.judge(db)
+    st = three_servers(run, db)
+    old = st["primary"]
+    before = st.get("roleChanges") or []
+    grace = int((((db.mysql() or {}).get("spec") or {}).get("failover") or {}).get("gracePeriodSeconds", 10))
+    link = host_link(db, old)
+    fenced_before = fenced_lines(db, old)
+    patch_mysql(run, db, {"spec": {"replication": {"rebuildErrant": True}}})
+    t = time.monotonic()
+    set_link(link, up=False)
+    say(f"cut {old} off the network: {link} down")
+    fenced_at: float | None = None
+    try:
+        resumed = judge.wait_writes(t + 0.5, count=20, timeout=grace + 120)
+        say(f"{old} cut off: writes acknowledged again {resumed - t:.1f}s later (grace period {grace}s)")
+        db.wait(f"a Failover from {old} recorded",
+                lambda: any(c[0] == "Failover" and c[1] == old for c in role_changes(db, before)), 120)
+        while time.monotonic() < t + CUT_SECONDS:
+            if fenced_at is None and fenced_lines(db, old) > fenced_before:
+                fenced_at = time.monotonic()
+            time.sleep(0.5)
+        say(f"timeline of the cut of {old}: {run.recorder.timeline(db.namespace, t, resumed, upto=CUT_SECONDS)}")
+    finally:
+        set_link(link, up=True)
+    healed = time.monotonic()
+    # Until its agent fences it, the old primary is writable beside the new one:
+    # its agent asks the members every second (1 s connect timeout), then fences
+    # (a few milliseconds; up to 4 attempts of 2 s when a statement holds the
+    # lock). It takes no client traffic meanwhile: NotReady, and its commits wait
+    # for acknowledgements no replica sends. The stated bound: 3 s.
+    run.excused.append((healed, healed + FENCE_AFTER_HEAL, f"old primary {old} until its agent fences it, "
+                                                           f"at most {FENCE_AFTER_HEAL:.0f}s after the heal"))
+    new = db.status().get("primary")
+    say(f"healed {old}'s network ({link} up) after {healed - t:.0f}s; the primary is {new}; {old}'s agent "
+        + (f"fenced it {fenced_at - t:.1f}s after the cut" if fenced_at else "has not fenced it yet"))
+    if new == old or not new:
+        raise StepFailed(f"the primary is {new} after {old} was cut off for {CUT_SECONDS:.0f}s; {db.brief()}")
+
+    def rejoined() -> bool:
+        nonlocal fenced_at
+        if fenced_at is None and fenced_lines(db, old) > fenced_before:
+            fenced_at = time.monotonic()
+        p = db.pod(old) or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (p.get("status") or {}).get("conditions") or [])
+        if not ready:
+            return False
+        # Ready: it must be a read-only replica of the new primary by now.
+        ip = (p.get("status") or {}).get("podIP")
+        with db.connect(ip, timeout=5) as c:
+            read_only = c.scalar("SELECT @@global.read_only") not in ("0", "OFF")
+        source = db.replica_status(old).get("Master_Host") or ""
+        if not read_only or not source.startswith(f"{new}."):
+            raise StepFailed(f"{old} is Ready after the heal but read_only={read_only}, replicating from "
+                             f"{source or 'nobody'} (the primary is {new}); {db.brief()}")
+        return True
+    db.wait(f"{old} Ready again, as a replica of {new}", rejoined, 300, interval=0.5)
+    say(f"{old} rejoined {new} and is Ready {time.monotonic() - healed:.1f}s after the heal; its agent fenced it "
+        + (f"{fenced_at - t:.1f}s after the cut ({fenced_at - healed:+.1f}s from the heal)" if fenced_at
+           else "never (another role change did)"))
+    say(f"timeline from the heal: {run.recorder.timeline(db.namespace, healed, upto=60)}")
+    rebuilt = [line for line in db.node.pod_log(db.namespace, old, "agent", 2000).splitlines()
+               if '"result":"seeded"' in line or "errant" in line]
+    say(f"{old}'s agent on errant transactions: {rebuilt[-3:] or 'none (nothing unacknowledged was left on it)'}")
+    # A requested switchover to the old primary: it carries every acknowledged row.
+    t = time.monotonic()
+    switchover(run, db, old)
+    judge.wait_writes(t, count=20, timeout=300)
+    say(f"timeline of the switchover to {old}: {run.recorder.timeline(db.namespace, t)}")
+    # The failover's primary drained (a node drain evicts it): its pod deleted.
+    db.wait_running(3, timeout=300)
+    t = time.monotonic()
+    uid = ((db.pod(new) or {}).get("metadata") or {}).get("uid")
+    run.k8s.delete("v1", "Pod", new, db.namespace, wait=False)
+    say(f"deleted pod {new} (drained)")
+
+    def replaced() -> bool:
+        p = db.pod(new) or {}
+        return (p.get("metadata") or {}).get("uid") not in (None, uid) and any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in (p.get("status") or {}).get("conditions") or [])
+    db.wait(f"{new} back, Ready", replaced, 600)
+    db.wait_running(3, timeout=600)
+    judge.wait_writes(t, count=20, timeout=300)
+    say(f"timeline of the drain of {new}: {run.recorder.timeline(db.namespace, t)}")
+    st = db.status()
+    say(f"after the drain of {new}: primary {st.get('primary')}, role changes {role_changes(db, before)}")
+    if st.get("primary") != old:
+        raise StepFailed(f"the primary is {st.get('primary')}, not {old}, after the drain of the replica {new}")
+
+
+s15_network_cut.__doc__ = network_cut.__doc__
+
+
 def switchover(run: Run, db: Db, target: str, timeout: float = 300) -> None:
     """Asks for a switchover by annotation (removed first when it already names the
     target: each value is handled once) and waits until status.primary is the target."""
@@ -985,16 +1165,12 @@ def s5_switchover(run: Run) -> None:
 
 
 def replica_state(db: Db, pod: str) -> str:
-    """Its replication threads and last errors, from SHOW SLAVE STATUS."""
-    p = db.pod(pod)
-    ip = ((p or {}).get("status") or {}).get("podIP")
-    with db.connect(ip, timeout=10) as c:
-        st = c.query_dicts("SHOW SLAVE STATUS")
-    if not st:
+    """Its replication threads and last errors, from its replica status."""
+    r = db.replica_status(pod)
+    if not r:
         return f"{pod} is not a replica"
-    r = st[0]
     return (f"{pod}: IO {r.get('Slave_IO_Running')} SQL {r.get('Slave_SQL_Running')} from {r.get('Master_Host')}, "
-            f"Gtid_IO_Pos {r.get('Gtid_IO_Pos')}; last IO error {r.get('Last_IO_Errno')} {r.get('Last_IO_Error')}; "
+            f"Gtid_IO_Pos {r.get('Gtid_IO_Pos') or r.get('Retrieved_Gtid_Set')}; last IO error {r.get('Last_IO_Errno')} {r.get('Last_IO_Error')}; "
             f"last SQL error {r.get('Last_SQL_Errno')} {r.get('Last_SQL_Error')}")
 
 
@@ -1909,7 +2085,11 @@ SCENARIOS = [
 # Scenarios not run by default (python3 real_servers.py --only KEY). 1b was one, as a
 # timing-dependent defect (the bootstrapped primary failed over in 2 of 3 runs), until
 # the grace period started no earlier than the primary took its role.
-EXTRA_SCENARIOS: list[Scenario] = []
+EXTRA_SCENARIOS: list[Scenario] = [
+    # Not yet in the default run: it fails in about half of the runs (below).
+    Scenario("15", "primary cut off the network 90 s -> failover; heal -> rejoins; switchover back, drain",
+             s15_network_cut, ("demo", "db")),
+]
 
 # scenario key -> (the defect that makes it fail, a regular expression its failure
 # message must match). Strict: the scenario must fail, and for that reason.
@@ -1925,6 +2105,12 @@ EXPECTED_FAILURES: dict[str, tuple[str, str]] = {
 # refreshed its mounted record, 65 s once in 6 rounds) until the agent learned a
 # newer primary from the servers' epochs (agent/src/probe.rs, `Newer`).
 OBSERVED_DEFECTS: dict[str, str] = {
+    "15": "defect (issue 31.1, open): when the old primary's kubelet has not refreshed its mounted record "
+          "by the heal (it did within the 90 s cut in 1 of 3 runs, and the agent fenced it then), the old "
+          "primary was Ready and writable 0.6 s and 1.2 s after the heal, and its agent had not fenced it "
+          "20 s later, although the agent now asks the members (script test "
+          "test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers passes: there the members are "
+          "addresses, in pods names resolved through DNS across the cut); not explained yet",
     "5/6/4a": "defect: a switchover Job that succeeds within a second or two (real servers) can be dropped "
            "unrecorded: Metacontroller deletes the finished Job while status.operation has not reached the "
            "parent the hook sees, status.primary stays on the fenced old primary, which turns NotReady, and "
@@ -1965,7 +2151,13 @@ def run_scenario(run: Run, sc: Scenario) -> Row:
         points = [max(t0, judge.writer.started_at)] + acks + [t1]
         row.unavailable = sum(b - a for a, b in zip(points, points[1:]) if b - a > GAP)
         assert judge.sampler is not None
-        row.two_writable = len(judge.sampler.between(t0, t1))
+        samples = judge.sampler.between(t0, t1)
+        excused = [(t, w, why) for t, w in samples for a, b, why in run.excused if a <= t <= b]
+        if excused:
+            row.notes.append(f"{len(excused)} sample(s) with two writable servers inside a stated window: "
+                             + "; ".join(f"{w} ({why})" for _, w, why in excused[:3]))
+        samples = [(t, w) for t, w in samples if not any(a <= t <= b for a, b, _ in run.excused)]
+        row.two_writable = len(samples)
         try:
             total, missing, primary = judge.lost_rows()
             row.lost = len(missing)
@@ -1976,8 +2168,7 @@ def run_scenario(run: Run, sc: Scenario) -> Row:
             error += f"{'; ' if error else ''}could not count rows on the primary: {e}"
             row.lost = -1
         if row.two_writable:
-            error += f"{'; ' if error else ''}{row.two_writable} samples with two writable servers: " \
-                     f"{judge.sampler.between(t0, t1)[:3]}"
+            error += f"{'; ' if error else ''}{row.two_writable} samples with two writable servers: {samples[:3]}"
     elif not error:
         error = "the scenario never started a writer"
     passed = not error
@@ -2060,8 +2251,14 @@ def run_all(args: argparse.Namespace) -> int:
     mc = components.metacontroller(bin_dir)
     say(f"components ready in {bin_dir} ({time.monotonic() - t:.0f}s); metacontroller {mc.origin}")
     t = time.monotonic()
-    mariadb = images.mariadb_image()
-    previous = images.mariadb_image(release_only=True)
+    # The servers: MariaDB 10.11 (bookworm's; the rollout goes from the release
+    # suite's version to it), or with --server one of the other recipes (MySQL 9.7
+    # from sid, MariaDB 11.8 from trixie; one version each: the rollout changes
+    # the configuration only).
+    server = images.server_image(args.server)
+    mariadb = server
+    previous = images.mariadb_image(release_only=True) if args.server == "mariadb" else server
+    flavor = "mysql" if args.server.startswith("mysql") else "mariadb"
     hook_img = images.hook_image(hook_bin)
     prom.mysqld_exporter_binary()  # installed from Debian when missing
     exporter = images.exporter_image()
@@ -2104,10 +2301,10 @@ def run_all(args: argparse.Namespace) -> int:
             components.install_crds(k8s, mc)
             components.start_metacontroller(k8s, mc, hook_url, procs_ok)
             say(f"all up: control plane, real node {node.name} ({node.subnet}), hook {hook_url} "
-                f"(--scripts-image {hook_img.ref}), metacontroller; MariaDB {version}")
+                f"(--scripts-image {hook_img.ref}), metacontroller; {flavor} {version} ({args.server})")
             recorder = Recorder(k8s)
             recorder.start()
-            run = Run(k8s, node, procs_ok, version, recorder)
+            run = Run(k8s, node, procs_ok, version, recorder, flavor=flavor)
             run.facts["rollout_version"] = previous.ref.rsplit(":", 1)[1]
             run.facts["exporter_image"] = exporter.ref
             run.facts["hook_url"] = hook_url
@@ -2139,6 +2336,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hook-bin", help="the mysql-hook binary (default: $MYSQL_HOOK_BIN or target/*/mysql-hook)")
     ap.add_argument("--only", help="comma separated scenario keys (e.g. 1,2,5)")
+    ap.add_argument("--server", default=os.environ.get("MYSQL_HOOK_REAL_SERVER", "mariadb"),
+                    choices=sorted(images.SERVERS),
+                    help="the servers' image: mariadb (10.11, default), mysql-9.7 or mariadb-11.8 "
+                         "(env MYSQL_HOOK_REAL_SERVER)")
     ap.add_argument("--keep-going", action="store_true", help="run the other scenarios after scenario 1 failed")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run the chosen scenarios N times (all but 1, which creates the cluster)")

@@ -896,6 +896,22 @@ def test_prestop_waits_for_the_switchover(cluster):
                   f"replica {s2:.2f}s")
 
 
+def failover_past_a_cut_primary(c):
+    """Bootstrap (db-0, epoch 0), rows 1-10, then a failover of epoch 1 that
+    cannot reach db-0 (a cut network: PODS maps it to a closed port), so db-0
+    stays writable beside the server it promoted, which it returns."""
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "promoted", r
+    new = r.json["primary"]
+    assert new != "db-0" and sorted(c.writable()) == sorted(["db-0", new]), "db-0 was not reachable: still writable"
+    return c[new]
+
+
 # ------------------------------------------------------------------ 31.1: epochs
 
 @pytest.mark.all_servers
@@ -906,16 +922,8 @@ def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
     it; until then its readiness fails, and a newly promoted primary is never fenced
     by a file that still names its predecessor."""
     c = cluster
-    c.bootstrap()
     p = c["db-0"]
-    fill(p, 1, 10)
-    c.wait_synced(p)
-    # The failover Job cannot reach db-0 (a cut network): PODS maps it to a closed port.
-    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
-    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
-    assert r.rc == 0 and r.json["result"] == "promoted", r
-    new = r.json["primary"]
-    assert new != "db-0" and sorted(c.writable()) == sorted(["db-0", new]), "db-0 was not reachable: still writable"
+    new = failover_past_a_cut_primary(c).name
     d = c.world.root / c.tag / "epochs"
     d.mkdir()
     pf, ef = d / "primary", d / "epoch"
@@ -1030,15 +1038,8 @@ def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
     that one. The newer primary, asking the same question, finds nothing newer
     and is never fenced by the older writable server."""
     c = cluster
-    c.bootstrap()   # db-0, epoch 0
     p = c["db-0"]
-    fill(p, 1, 10)
-    c.wait_synced(p)
-    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
-    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1)
-    assert r.rc == 0 and r.json["result"] == "promoted", r
-    new = c[r.json["primary"]]
-    assert sorted(c.writable()) == sorted(["db-0", new.name]), "db-0 was not reachable: still writable"
+    new = failover_past_a_cut_primary(c)
     d = c.world.root / c.tag / "stale"
     d.mkdir()
     pf, ef = d / "primary", d / "epoch"
