@@ -96,6 +96,9 @@ pub struct Facts {
     /// For a writable server: another member that serves as the primary of a
     /// newer epoch ([`survey`]), whatever this server's record says.
     pub superseded_by: Option<Newer>,
+    /// For a writable server: the members answered again only moments ago after
+    /// a survey that reached none of them ([`Surveys::holding`]).
+    pub just_reconnected: bool,
 }
 
 impl Facts {
@@ -127,6 +130,12 @@ pub fn readiness(f: &Facts) -> Verdict {
         return Verdict::Fail(format!(
             "not ready: an old primary, to be fenced: {} serves as the primary of epoch {}, newer than {me}'s",
             n.primary, n.epoch
+        ));
+    }
+    if f.writable && f.just_reconnected {
+        return Verdict::Fail(format!(
+            "not ready: {me} reached none of the other members until moments ago (a cut network?): \
+             asking them whether a newer primary serves before it is Ready"
         ));
     }
     if f.recorded_primary.as_deref() == Some(me.as_str()) && bootstrapped {
@@ -298,6 +307,7 @@ pub fn gather(s: &mut Server, env: &dyn Env, p: &Paths) -> Result<Facts> {
         max_lag,
         // asked by the caller, only for a writable server (survey)
         superseded_by: None,
+        just_reconnected: false,
     })
 }
 
@@ -410,37 +420,96 @@ impl Survey {
     }
 }
 
-/// Asks every other member at once (1 s connect timeout each, one thread
-/// each, so a probe answers in about a second however many are down) for the
-/// one that answers as a writable primary of an epoch newer than `than` (the
-/// newest, should two answer: the older one is fenced by its own agent).
+/// How long a survey's answer stands for readiness, and how long a writable
+/// server stays NotReady once the members answer again after a survey that
+/// reached none of them (seconds).
+pub const SURVEY_FRESH: f64 = 3.0;
+
+/// What a writable server remembers of its surveys (the sidecar's fencing
+/// thread asks every second; readiness asks when the last answer will not do).
+/// Times are seconds on the caller's monotonic clock.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Surveys {
+    /// The last survey: when, of which epoch, what it found.
+    pub last: Option<(f64, i64, Survey)>,
+    /// The last survey reached none of the members.
+    pub isolated: bool,
+    /// When the members answered again after a survey that reached none.
+    pub reconnected: Option<f64>,
+}
+
+impl Surveys {
+    pub fn record(&mut self, now: f64, than: i64, found: Survey) {
+        if found.asked > 0 && found.answered == 0 {
+            self.isolated = true;
+            self.reconnected = None;
+        } else if self.isolated {
+            self.isolated = false;
+            self.reconnected = Some(now);
+        }
+        self.last = Some((now, than, found));
+    }
+
+    /// The last answer, when readiness may take it without asking: recent, of
+    /// the same epoch, and from every member. A partial answer is not enough:
+    /// right after a cut heals, one member can answer a moment before the one
+    /// that has become the primary (seen in real-server scenario 15).
+    #[must_use]
+    pub fn usable(&self, now: f64, than: i64) -> Option<&Survey> {
+        let (at, epoch, found) = self.last.as_ref()?;
+        (now - at < SURVEY_FRESH && *epoch == than && found.answered == found.asked).then_some(found)
+    }
+
+    /// Whether the members answered again less than [`SURVEY_FRESH`] ago after
+    /// a survey that reached none of them: readiness holds the server NotReady
+    /// meanwhile, so a probe that arrives the moment a cut heals never finds an
+    /// old primary Ready before its surveys had a fair chance to reach the newer
+    /// one. A server whose peers were down (not its own network) only waits as
+    /// long once they return.
+    #[must_use]
+    pub fn holding(&self, now: f64) -> bool {
+        self.reconnected.is_some_and(|t| now - t < SURVEY_FRESH)
+    }
+}
+
+/// How long a survey waits for the members' answers in all: a member whose
+/// name does not resolve in time (a cut network: the resolver's own timeouts are
+/// seconds) counts as not answering, and its thread is left to end on its own.
+pub const SURVEY_DEADLINE: Duration = Duration::from_millis(1500);
+
+/// Asks every other member at once (1 s connect timeout each, one thread each,
+/// [`SURVEY_DEADLINE`] in all, so a probe answers in about a second however
+/// many are down) for the one that answers as a writable primary of an epoch
+/// newer than `than` (the newest, should two answer: the older one is fenced by
+/// its own agent).
 #[must_use]
 pub fn survey(ctx: &Context, me: &str, than: i64) -> Survey {
     // per member: None (no answer), Some(None) (answered, no primary's epoch),
     // Some(Some(epoch)) (serves as a primary of that epoch)
-    let answers: Vec<(&str, Option<Option<i64>>)> = std::thread::scope(|scope| {
-        let asks: Vec<_> = ctx
-            .names()
-            .filter(|n| *n != me)
-            .map(|name| {
-                let handle = scope.spawn(move || {
-                    let (mut s, serves) = ask(ctx, name)?;
-                    Some(if serves { crate::fence::local_epoch(&mut s).ok().flatten() } else { None })
-                });
-                (name, handle)
-            })
-            .collect();
-        asks.into_iter().map(|(name, h)| (name, h.join().ok().flatten())).collect()
-    });
-    let mut out = Survey { asked: answers.len(), ..Survey::default() };
-    for (name, answer) in answers {
+    let (tx, rx) = std::sync::mpsc::channel::<(String, Option<Option<i64>>)>();
+    let mut asked = 0;
+    for name in ctx.names().filter(|n| *n != me) {
+        asked += 1;
+        let (ctx, name, tx) = (ctx.clone(), name.to_owned(), tx.clone());
+        std::thread::spawn(move || {
+            let answer = ask(&ctx, &name)
+                .map(|(mut s, serves)| if serves { crate::fence::local_epoch(&mut s).ok().flatten() } else { None });
+            let _ = tx.send((name, answer));
+        });
+    }
+    drop(tx);
+    let deadline = std::time::Instant::now() + SURVEY_DEADLINE;
+    let mut out = Survey { asked, ..Survey::default() };
+    for _ in 0..asked {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok((name, answer)) = rx.recv_timeout(left) else { break };
         let Some(epoch) = answer else { continue };
         out.answered += 1;
         if let Some(epoch) = epoch
             && epoch > than
             && out.newer.as_ref().is_none_or(|b| epoch > b.epoch)
         {
-            out.newer = Some(Newer { primary: name.to_owned(), epoch });
+            out.newer = Some(Newer { primary: name, epoch });
         }
     }
     out
@@ -584,6 +653,32 @@ mod tests {
         assert!(!none.conclusive(), "reached nobody: cannot tell");
         assert!(Survey { answered: 1, ..none.clone() }.conclusive());
         assert!(Survey { asked: 0, ..none }.conclusive(), "a single server");
+    }
+
+    #[test]
+    fn a_server_that_reached_nobody_waits_before_it_is_ready_again() {
+        let all = Survey { asked: 2, answered: 2, newer: None };
+        let none = Survey { asked: 2, answered: 0, newer: None };
+        let some = Survey { asked: 2, answered: 1, newer: None };
+        let mut s = Surveys::default();
+        s.record(0.0, 4, all.clone());
+        assert_eq!(s.usable(1.0, 4), Some(&all));
+        assert_eq!(s.usable(3.5, 4), None, "too old");
+        assert_eq!(s.usable(1.0, 5), None, "another epoch");
+        assert!(!s.holding(1.0));
+        s.record(10.0, 4, none);
+        assert_eq!(s.usable(10.5, 4), None, "reached nobody: ask again");
+        assert!(!s.holding(10.5), "isolated: readiness asks afresh, no hold yet");
+        // the cut heals: one member answers first
+        s.record(100.0, 4, some);
+        assert_eq!(s.usable(100.1, 4), None, "a partial answer is not enough");
+        assert!(s.holding(100.1) && s.holding(102.9) && !s.holding(103.0));
+        s.record(101.0, 4, all);
+        assert!(s.holding(101.5), "the hold runs its time");
+        // readiness of a writable server holding
+        let f = Facts { pod: "db-0".into(), writable: true, replica: None, just_reconnected: true, ..facts() };
+        assert!(readiness(&f).text().contains("reached none of the other members"), "{:?}", readiness(&f));
+        assert!(readiness(&Facts { just_reconnected: false, ..f }).passed());
     }
 
     #[test]

@@ -63,43 +63,72 @@ pub struct Prober {
     /// ([`probe::primary_serves`]): the cluster is bootstrapped, and stays so for
     /// the life of this pod, so it is not asked again.
     bootstrapped: AtomicBool,
-    /// The last [`probe::survey`] of a writable server (the fencing thread's,
-    /// every second): when, of which epoch, what it found.
-    survey: Mutex<Option<(Instant, i64, probe::Survey)>>,
+    /// The surveys of a writable server (the fencing thread's, every second,
+    /// and readiness's own), in seconds since `started`.
+    surveys: Mutex<probe::Surveys>,
+    started: Instant,
+    /// Whether the last readiness answer passed: a change is printed (the
+    /// container's log then says when and why the server turned (Not)Ready).
+    last_ready: Mutex<Option<bool>>,
 }
-
-/// How long a conclusive survey answers readiness for a writable server (the
-/// fencing thread renews it every second).
-const SURVEY_FRESH: Duration = Duration::from_secs(3);
 
 impl Prober {
     #[must_use]
     pub fn new(ctx: Context, paths: Paths) -> Self {
-        Self { ctx, paths, session: Mutex::new(None), bootstrapped: AtomicBool::new(false), survey: Mutex::new(None) }
+        Self {
+            ctx,
+            paths,
+            session: Mutex::new(None),
+            bootstrapped: AtomicBool::new(false),
+            surveys: Mutex::new(probe::Surveys::default()),
+            started: Instant::now(),
+            last_ready: Mutex::new(None),
+        }
+    }
+
+    /// Whether the last survey reached none of the other members.
+    fn isolated(&self) -> bool {
+        self.surveys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).isolated
+    }
+
+    fn now(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
     }
 
     /// The other members asked afresh whether one serves as the primary of an
-    /// epoch newer than `than`; kept for readiness.
+    /// epoch newer than `than`; remembered for readiness.
     fn survey_now(&self, pod: &str, than: i64) -> probe::Survey {
         let found = probe::survey(&self.ctx, pod, than);
-        *self.survey.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some((Instant::now(), than, found.clone()));
+        self.surveys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).record(self.now(), than, found.clone());
         found
     }
 
-    /// The newer primary readiness judges a writable server by: the fencing
-    /// thread's last survey when it is recent, of the same epoch, and conclusive;
-    /// else one asked now. So a server that reached nobody (its network cut)
-    /// asks again before it is called Ready: right after a cut heals, a stale
-    /// record naming it cannot make it Ready beside the newer primary.
-    fn superseded_by(&self, pod: &str, than: i64) -> Option<probe::Newer> {
-        let kept = self.survey.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        match kept {
-            Some((at, epoch, found)) if epoch == than && at.elapsed() < SURVEY_FRESH && found.conclusive() => {
-                found.newer
+    /// What readiness judges a writable server by ([`probe::Surveys`]): the
+    /// newer primary, from the last survey when it will do, else one asked
+    /// now; and whether it is holding after reaching nobody.
+    fn survey_for_readiness(&self, pod: &str, than: i64) -> (Option<probe::Newer>, bool) {
+        let kept =
+            self.surveys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).usable(self.now(), than).cloned();
+        let found = kept.unwrap_or_else(|| {
+            // A survey that reached nobody is asked again, twice, a moment
+            // apart: the first packets after a cut heals can fail at once (the
+            // neighbour entries went stale), and a probe must not call an old
+            // primary Ready on them (real-server scenario 15: Ready 0.6 s after a
+            // heal). One that still reaches nobody answers Ready, as before:
+            // a primary whose replicas are all down is not made NotReady.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let mut found = self.survey_now(pod, than);
+            for _ in 0..2 {
+                if found.answered > 0 || found.asked == 0 || Instant::now() >= deadline {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                found = self.survey_now(pod, than);
             }
-            _ => self.survey_now(pod, than).newer,
-        }
+            found
+        });
+        let holding = self.surveys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(self.now());
+        (found.newer, holding)
     }
 
     /// The primary newer than the mounted record, if the servers know one
@@ -135,7 +164,7 @@ impl Prober {
     fn judge(&self, mut facts: probe::Facts) -> Verdict {
         probe::check_newer_primary(&self.ctx, &mut facts);
         if let Some(than) = facts.role().asks_for_newer() {
-            facts.superseded_by = self.superseded_by(&facts.pod, than);
+            (facts.superseded_by, facts.just_reconnected) = self.survey_for_readiness(&facts.pod, than);
         }
         if self.bootstrapped.load(Ordering::Relaxed) {
             facts.primary_serves = true;
@@ -229,7 +258,19 @@ fn answer(stream: &mut TcpStream, prober: &Prober, env: &dyn Env) {
     }
     let path = line.split_whitespace().nth(1).unwrap_or_default().to_owned();
     let verdict = match path.as_str() {
-        "/readyz" => prober.readiness(env),
+        "/readyz" => {
+            let v = prober.readiness(env);
+            let mut last = prober.last_ready.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last != Some(v.passed()) {
+                *last = Some(v.passed());
+                let result = if v.passed() { "ready" } else { "not-ready" };
+                println!(
+                    "{}",
+                    protocol::Report { message: Some(v.text().to_owned()), ..protocol::Report::new(result) }.line()
+                );
+            }
+            v
+        }
         "/candidate" => prober.candidate(env),
         "/livez" => Verdict::Pass("the agent runs".to_owned()),
         _ => {
@@ -340,7 +381,12 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
                 if let Some(line) = prober.fence_if_stale(env.as_ref()) {
                     println!("{line}");
                 }
-                std::thread::sleep(Duration::from_secs(fence_every));
+                // Cut off (the last survey reached nobody): asked again soon, so a
+                // healed cut is noticed within about a second (a survey left waiting on
+                // the resolver keeps a thread until the resolver gives up).
+                let pause =
+                    if prober.isolated() { Duration::from_millis(500) } else { Duration::from_secs(fence_every) };
+                std::thread::sleep(pause);
             }
         });
     }
