@@ -14,6 +14,7 @@
 //! - [`server`]: a session with one server, and the reads every command makes;
 //! - [`sql`]: quoting, the only place SQL is built from values;
 //! - [`status`]: replica status, typed;
+//! - [`binlog`]: the binary log archive's reads (a file's start state);
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
@@ -22,6 +23,7 @@
 //! - [`tls_reload`]: a renewed certificate loaded without a restart;
 //! - [`scale_down`]: the proof that lets the failover arithmetic shrink after a scale-down.
 
+pub mod binlog;
 pub mod context;
 pub mod exporter_user;
 pub mod fence;

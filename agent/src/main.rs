@@ -70,6 +70,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "tls-reload" => agent::tls_reload::run(&Context::from_env(env)?, env),
         "scale-down" => agent::scale_down::run(&Context::from_env(env)?, env),
         "fence" => agent::fence::run(&Context::from_env(env)?, env),
+        "binlog-start" => agent::binlog::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",

@@ -47,7 +47,8 @@ mkdir -p "$adir/$ident"
 mapfile -t blfiles < <(sql_binlog_files "$primary")
 (( ${#blfiles[@]} > 0 )) || fail no-binlogs "$primary has no binary logs"
 cur=${blfiles[-1]%%$'\t'*}
-cur_start=$(sql_binlog_start_state "$primary" "$cur")
+cur_start=$(sql_binlog_start_state "$primary" "$cur") ||
+  fail unreadable "the start state of $cur on $primary (the log says why)"
 IFS=$'\t' read -r clock pos < <(sql_clock_position "$primary")
 # Close the current file when it holds a transaction: it is archived now.
 if ! gtid_subset "$(sql_gtid_executed "$primary")" "$cur_start"; then
@@ -66,7 +67,8 @@ for ((i = 0; i < ${#blfiles[@]} - 1; i++)); do
   rm -rf "$tmp"
   mv "$adir/$ident/.$f.gz.partial" "$adir/$ident/$f.gz"
   # the sidecar last: a file counts as archived once its .start exists
-  sql_binlog_start_state "$primary" "$f" > "$adir/$ident/.$f.start.partial"
+  sql_binlog_start_state "$primary" "$f" > "$adir/$ident/.$f.start.partial" ||
+    fail unreadable "the start state of $f on $primary (the log says why)"
   mv "$adir/$ident/.$f.start.partial" "$adir/$ident/$f.start"
   archived+=("$f")
 done

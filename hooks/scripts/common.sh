@@ -1701,23 +1701,18 @@ binlog_start_state() {
   gtid_text_ok "$out" || return 1
   printf '%s' "$out"
 }
-# sql_binlog_start_state POD FILE: binlog_start_state of FILE, read on POD.
-# MySQL: SHOW BINLOG EVENTS (RM 15.7.7.3), the Previous_gtids event's Info.
-# MariaDB: SHOW BINLOG EVENTS, the Gtid_list event's Info "[d-s-n,...]".
+# sql_binlog_start_state POD FILE: binlog_start_state of FILE, read on POD,
+# canonical text: the agent's `binlog-start` (agent/src/binlog.rs, ported from
+# here; it reads the Previous_gtids / Gtid_list event over the protocol and
+# parses it strictly; the batch client's literal "\n" made MySQL's multi-source
+# sets unparsable, issue 34.12).
 sql_binlog_start_state() {
-  local pod=$1 f=$2 line
-  local -a ev
-  while IFS= read -r line; do
-    IFS=$'\t' read -r -a ev <<< "$line"
-    case ${ev[2]:-} in
-      Gtid_list) line=${ev[5]:-}; line=${line#[}; line=${line%]} ;;
-      Previous_gtids) line=${ev[5]:-} ;;
-      *) continue ;;
-    esac
-    line=${line//[[:space:]]/}
-    gtid_text_ok "$line" || return 1
-    printf '%s' "$line"; return 0
-  done < <(sql "$pod" "SHOW BINLOG EVENTS IN $(sql_quote "$f") LIMIT 4")
+  local out tmp rc=0
+  tmp=$(mktemp "${TMPDIR:-/tmp}/start.XXXXXX")
+  out=$(BINLOG_POD=$1 BINLOG_FILE=$2 BINLOG_START_OUT=$tmp TERMINATION_LOG=/dev/null "$AGENT_BIN" binlog-start) || rc=$?
+  if (( rc == 0 )); then cat "$tmp"; rm -f "$tmp"; return 0; fi
+  rm -f "$tmp"
+  log "start state of $2 on $1: ${out:-the agent did not answer}"
   return 1
 }
 # binlog_fetch_one POD DIR FILE: a raw copy of one binary log file of POD.

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import REPORT
 from dbcluster import APP_PASSWORD, SCRIPTS, Cluster, Server, World, free_port, rows, run_script, wait_for
 
@@ -680,6 +682,52 @@ def test_binlog_archive(cluster, world, request):
                   f"files; run took {a3.seconds:.1f}s; failover followed ({a3.json['identity']} -> "
                   f"{a4.json['identity']}); pruned {a5.json['pruned']} after the oldest backup moved; "
                   f"recovery point = the CronJob interval + {max(a.seconds for a in (a3, a4, a5)):.1f}s")
+
+
+@pytest.mark.all_servers
+def test_archive_start_states_after_a_role_change_are_the_servers(cluster, world, request):
+    """Issue 34.12: after a role change a binary log begins with the GTIDs of two
+    sources, which MySQL prints with a newline after the comma.  Read through the
+    batch client that newline became the two characters `\\n`, the text did not
+    parse, and the archive Job failed on every run (before the strict parser of
+    issue 30.2: it flushed a new file on every run and retention stopped
+    pruning).  The agent reads the header over the protocol: every `.start` is the
+    server's own start state of its file, and an idle second run neither archives
+    nor closes anything."""
+    cluster.bootstrap()
+    root = bdir_of(cluster)
+    adir = root / "binlog"
+    insert(cluster["db-0"], 1, 6, "A")
+    cluster.wait_synced(cluster["db-0"])
+    sw = cluster.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+    assert sw.rc == 0 and sw.json["result"] == "switched", sw
+    p = cluster["db-1"]
+    insert(p, 6, 11, "B")
+    p.query("FLUSH BINARY LOGS")
+    insert(p, 11, 16, "C")
+
+    def archive():
+        r = cluster.run("binlog.sh", PRIMARY="db-1", ARCHIVE_DIR=adir)
+        assert r.rc == 0 and r.json["result"] == "archived" and r.json["primary"] == "db-1", r
+        return r
+
+    first = archive()
+    assert first.json["archived"], first
+    files = [r[0] for r in p.query("SHOW BINARY LOGS")]
+    second = archive()
+    assert second.json["archived"] == [], second
+    assert [r[0] for r in p.query("SHOW BINARY LOGS")] == files, "an idle run closes no file"
+    header = "Previous_gtids" if world.kind.mysql else "Gtid_list"
+    multi = 0
+    for f in first.json["archived"]:
+        stored = (adir / first.json["identity"] / f"{f}.start").read_text()
+        info = next(r[5] for r in p.query(f"SHOW BINLOG EVENTS IN '{f}' LIMIT 4") if r[2] == header)
+        server = info.strip("[]").replace("\\n", "").replace("\n", "").replace(" ", "")
+        assert sorted(x for x in stored.split(",") if x) == sorted(x for x in server.split(",") if x), (f, stored, info)
+        multi += "," in stored
+    assert multi, "a file after the role change starts with two sources"
+    REPORT.append(f"archive start states ({world.kind.name}): {len(first.json['archived'])} files archived "
+                  f"after a switchover, {multi} starting with two sources; an idle rerun closed nothing")
 
 
 # ------------------------------------------------------------ 30.2
