@@ -15,6 +15,7 @@
 //! - [`sql`]: quoting, the only place SQL is built from values;
 //! - [`status`]: replica status, typed;
 //! - [`binlog`]: the binary log archive's reads (a file's start state);
+//! - [`dump`]: the position a logical dump records;
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
@@ -25,6 +26,7 @@
 
 pub mod binlog;
 pub mod context;
+pub mod dump;
 pub mod exporter_user;
 pub mod fence;
 pub mod inspect;

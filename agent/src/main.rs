@@ -71,6 +71,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "scale-down" => agent::scale_down::run(&Context::from_env(env)?, env),
         "fence" => agent::fence::run(&Context::from_env(env)?, env),
         "binlog-start" => agent::binlog::run(&Context::from_env(env)?, env),
+        "dump-position" => agent::dump::run(env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",

@@ -1375,34 +1375,19 @@ dump_cat() {
     *) cat -- "$1" ;;
   esac
 }
-# dump_gtid FILE: the GTID position recorded in a dump's header; returns 1
-# when it is not a GTID text of the flavor (gtid_text_ok).
+# dump_gtid FILE: the GTID position the dump tool recorded in FILE (canonical
+# text, empty when none); returns 1 when it is not a GTID text of the flavor.
+# The agent's `dump-position` (agent/src/dump.rs, ported from here) reads only
+# the tool's own statement: MySQL's header, MariaDB's trailer, never a match
+# inside the users' routines and comments (issue 34.12).
 dump_gtid() {
-  local line collecting=0 g=""
-  while IFS= read -r line; do
-    case $FLAVOR in
-      mariadb)
-        if [[ $line =~ gtid_slave_pos=\'([^\']*)\' ]]; then
-          g=${BASH_REMATCH[1]//[[:space:]]/}
-          gtid_text_ok "$g" || return 1
-          printf '%s' "$g"; return 0
-        fi ;;
-      mysql)
-        # SET @@GLOBAL.GTID_PURGED=/*!80000 '+'*/ 'uuid:1-5,\nuuid:1-3';
-        if [[ $line == *GTID_PURGED=* ]]; then collecting=1; line=${line#*GTID_PURGED=}; line=${line#*\*/}; fi
-        if (( collecting )); then
-          g+=$line
-          if [[ $line == *\;* ]]; then
-            g=${g%%;*}; g=${g//\'/}; g=${g//[[:space:]]/}
-            gtid_text_ok "$g" || return 1
-            printf '%s' "$g"; return 0
-          fi
-        fi ;;
-    esac
-  # mariadb-dump 10.11 writes it at the end.  head closes the pipe early: the
-  # decompressor's SIGPIPE is expected, not an error.
-  done < <({ dump_cat "$1" | head -n 400; } 2>/dev/null || true; dump_cat "$1" | tail -n 200)
-  return 0
+  local out tmp rc=0
+  tmp=$(mktemp "${TMPDIR:-/tmp}/dumppos.XXXXXX")
+  out=$(dump_cat "$1" | DUMP_POSITION_OUT=$tmp TERMINATION_LOG=/dev/null "$AGENT_BIN" dump-position) || rc=$?
+  if (( rc == 0 )); then cat "$tmp"; rm -f "$tmp"; return 0; fi
+  rm -f "$tmp"
+  log "the position of $1: ${out:-the agent did not answer}"
+  return 1
 }
 # binlog_fetch POD DIR FIRST_FILE: copy binary logs FIRST_FILE..last from POD.
 # MySQL: mysqlbinlog (RM 6.6.9) --read-from-remote-server --raw --to-last-log.

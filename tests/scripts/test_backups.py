@@ -730,6 +730,38 @@ def test_archive_start_states_after_a_role_change_are_the_servers(cluster, world
                   f"after a switchover, {multi} starting with two sources; an idle rerun closed nothing")
 
 
+@pytest.mark.all_servers
+def test_the_dump_position_is_the_tools_not_the_users(cluster, world, request):
+    """Issue 34.12: a backup records the position its dump tool wrote.  The script
+    took the first `gtid_slave_pos='…'` in the first 400 lines, and mariadb-dump
+    writes its own at the end, after the users' routines, whose bodies it copies
+    verbatim: a procedure that mentions the position made every backup fail
+    `no-gtid`, and one that carries a position ahead of the data made it the
+    backup's (a point-in-time restore would skip what lies between).  The agent
+    reads only the tool's own statement."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 6, "A")
+    if world.kind.mysql:
+        ahead = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-999"
+        planted = f"SET @@GLOBAL.GTID_PURGED='{ahead}';"
+        here = "SELECT @@global.gtid_executed"
+    else:
+        ahead = "0-1-999"
+        planted = f"-- SET GLOBAL gtid_slave_pos='{ahead}';"
+        here = "SELECT @@global.gtid_binlog_pos"
+    p.query("CREATE DATABASE aaa")
+    p.query("CREATE PROCEDURE aaa.mentions() SET @x = 'gtid_slave_pos=''0-1-1'''")
+    p.query(f'CREATE PROCEDURE aaa.plants() SET @x = "\n{planted}\n"')
+    cluster.wait_synced(p)
+    want = sorted(x for x in p.value(here).replace("\n", "").split(",") if x)
+    r = backup(cluster, bdir_of(cluster), "planted", PRIMARY="db-0")
+    assert sorted(x for x in r.json["gtid"].split(",") if x) == want, (r.json["gtid"], want)
+    assert ahead not in r.json["gtid"]
+    REPORT.append(f"dump position ({world.kind.name}): the dump tool's {r.json['gtid']!r}, not the one a "
+                  "procedure carried")
+
+
 # ------------------------------------------------------------ 30.2
 
 def reseal(d: Path):
