@@ -60,6 +60,14 @@ dir=${BACKUP_DIR:-} name=${BACKUP_NAME:-}
 [[ $name =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || fail bad-env "BACKUP_NAME '$name' is not a plain name"
 final=$dir/$name
 if [ -s "$final/result.json" ]; then
+  # An earlier attempt of this Job committed it: reported again, not dumped
+  # anew.  Only when it is this owner's (OWNER is compared as a whole line): a
+  # recreated MySQLBackup or cluster of the same name, whose Job names can
+  # repeat, must never report an earlier incarnation's backup as its own.
+  owner=""
+  [ -r "$final/OWNER" ] && { IFS= read -r owner < "$final/OWNER" || true; }
+  [ "$owner" = "${BACKUP_OWNER:-}" ] ||
+    fail exists "$final is committed already by another owner ('$owner', this one is '${BACKUP_OWNER:-}'): not reported as this backup"
   IFS= read -r line < "$final/result.json"
   log "backup $final exists already"
   emit_line "$line" 0

@@ -112,6 +112,10 @@ case ${1:-} in
       mkdir -p "$STAGING/$BACKUP_NAME"
       s3 s3 cp --only-show-errors "$base/$BACKUP_NAME/result.json" "$STAGING/$BACKUP_NAME/result.json" 2>"$ERR" ||
         fail store-unusable "reading $base/$BACKUP_NAME/result.json: $(cause)"
+      # and whose it is: backup.sh reports it again only for the same owner
+      # (a backup without OWNER is nobody's, and never reported as this one)
+      s3 s3 cp --only-show-errors "$base/$BACKUP_NAME/OWNER" "$STAGING/$BACKUP_NAME/OWNER" 2>"$ERR" ||
+        log "$base/$BACKUP_NAME/OWNER: $(cause)"
       log "$base/$BACKUP_NAME is committed already"
     fi
     ;;

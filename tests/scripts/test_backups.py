@@ -762,6 +762,32 @@ def test_the_dump_position_is_the_tools_not_the_users(cluster, world, request):
                   "procedure carried")
 
 
+@pytest.mark.all_servers
+def test_a_committed_backup_is_reported_again_only_to_its_owner(cluster, world, request):
+    """Issue 34.12: a retried attempt of a backup Job reports the backup an earlier
+    attempt committed instead of dumping anew.  Job names of a recreated
+    `MySQLBackup` or same-name cluster can repeat (a 20-bit hash of the uid), and
+    backup.sh reported whatever result.json it found: an earlier incarnation's
+    backup became the new one's.  Now only its own owner's is reported."""
+    cluster.bootstrap()
+    bdir = bdir_of(cluster)
+    mine = "final ns/db uid-1"
+    first = backup(cluster, bdir, "final", PRIMARY="db-0", BACKUP_OWNER=mine)
+
+    def again(owner):
+        return cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="final", BACKUP_OWNER=owner)
+
+    same = again(mine)
+    assert same.rc == 0 and same.line == first.line, same
+    other = again("final ns/db uid-2")
+    assert other.rc != 0 and other.json["reason"] == "exists" and "uid-1" in other.json["message"], other
+    (bdir / "final" / "OWNER").unlink()
+    nobody = again(mine)
+    assert nobody.rc != 0 and nobody.json["reason"] == "exists", nobody
+    REPORT.append(f"re-report ({world.kind.name}): the same owner got the committed result again; another owner, "
+                  "and a folder without OWNER, were refused `exists`")
+
+
 # ------------------------------------------------------------ 30.2
 
 def reseal(d: Path):

@@ -64,8 +64,13 @@ def test_s3_write_then_commit_retry_and_restore(cluster, world, store, request):
     st2 = staging(cluster, "staging-2")
     c2 = run_s3(store, "check", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
     assert c2.rc == 0 and (st2 / "db-backup-1" / "result.json").exists(), c2
-    r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st2, BACKUP_NAME="db-backup-1")
+    r2 = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st2, BACKUP_NAME="db-backup-1",
+                     BACKUP_OWNER="scheduled shop/db uid-1")
     assert r2.rc == 0 and r2.line == r.line and not (st2 / "db-backup-1" / "dump.sql.gz").exists(), r2
+    # issue 34.12: a same-name successor's Job finds it committed by another owner
+    other = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=st2, BACKUP_NAME="db-backup-1",
+                        BACKUP_OWNER="scheduled shop/db uid-2")
+    assert other.rc != 0 and other.json["reason"] == "exists" and "uid-1" in other.json["message"], other
     u2 = run_s3(store, "upload", {**env, "BACKUP_NAME": "db-backup-1"}, st2)
     assert u2.rc == 0 and u2.line == r.line, u2
     # restore: download, then restore.sh
