@@ -25,6 +25,13 @@
 # writes new files there and the names to delete into $ARCHIVE_DIR/PRUNE;
 # s3.sh archive-push uploads the new files, then their .start, then *.until,
 # then deletes.
+# A run's budget (ARCHIVE_MAX_BYTES, S3: the hook sets half the staging
+# volume, which holds every file of the run until the push): closed files are
+# archived oldest first while their sizes (as the server lists them, before
+# gzip) add up to at most that, one file at least; the rest are left to the
+# next runs (result "left"), and <identity>.until is not rewritten until a run
+# archived everything, so a backlog larger than the volume is archived over
+# several runs instead of being evicted in every one (issue 34.12).
 # Needs (the replicas' configuration): binary log expiry longer than the
 # CronJob's interval, or a file may be purged before it is archived (the
 # next restore then names the gap).
@@ -35,6 +42,9 @@ adir=${ARCHIVE_DIR:-}
 [ -n "$adir" ] || fail bad-env "ARCHIVE_DIR is required"
 mkdir -p "$adir" || fail bad-env "cannot create $adir"
 root=${BACKUP_ROOT:-$(dirname "$adir")}
+budget=${ARCHIVE_MAX_BYTES:-}
+[ -z "$budget" ] || [[ $budget =~ ^[1-9][0-9]{0,17}$ ]] ||
+  fail bad-env "ARCHIVE_MAX_BYTES '$budget' must be a positive number of bytes"
 
 current_primary || fail no-primary "$PRIMARY_ERR"
 primary=$CURRENT_PRIMARY
@@ -58,9 +68,20 @@ fi
 archived=()
 declare -A on_primary=()
 for l in "${blfiles[@]}"; do on_primary[${l%%$'\t'*}]=1; done
+staged=0 left=0
 for ((i = 0; i < ${#blfiles[@]} - 1; i++)); do
   f=${blfiles[i]%%$'\t'*}
   [ -e "$adir/$ident/$f.start" ] && continue
+  if [ -n "$budget" ]; then
+    size=${blfiles[i]#*$'\t'}
+    [[ $size =~ ^[0-9]{1,18}$ ]] || fail sql-failed "SHOW BINARY LOGS on $primary gave the size '$size' for $f"
+    # in order, never skipping one: the first that does not fit ends the run
+    if (( left > 0 || (${#archived[@]} > 0 && staged + size > budget) )); then
+      left=$((left + 1))
+      continue
+    fi
+    staged=$((staged + size))
+  fi
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/binlog.XXXXXX")
   binlog_fetch_one "$primary" "$tmp" "$f"
   gzip -1 -c "$tmp/$f" > "$adir/$ident/.$f.gz.partial"
@@ -72,8 +93,12 @@ for ((i = 0; i < ${#blfiles[@]} - 1; i++)); do
   mv "$adir/$ident/.$f.start.partial" "$adir/$ident/$f.start"
   archived+=("$f")
 done
-printf '%s %s\n' "$clock" "$pos" > "$adir/.$ident.until.partial"
-mv "$adir/.$ident.until.partial" "$adir/$ident.until"
+if (( left == 0 )); then
+  printf '%s %s\n' "$clock" "$pos" > "$adir/.$ident.until.partial"
+  mv "$adir/.$ident.until.partial" "$adir/$ident.until"
+else
+  log "$left closed files left for the next runs (ARCHIVE_MAX_BYTES $budget): $ident.until unchanged"
+fi
 
 # Retention: the oldest complete backup of the owner sets what must stay.
 : > "$adir/PRUNE"
@@ -138,7 +163,12 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
 fi
 r_arr archived "${archived[@]}"
 r_raw pruned "$pruned"
-r_str until "$(utc_of "$clock")"
+if (( left == 0 )); then
+  r_str until "$(utc_of "$clock")"
+else
+  r_raw left "$left"
+  r_str message "$left closed files did not fit this run's ARCHIVE_MAX_BYTES ($budget): the next runs archive them"
+fi
 # S3: s3.sh archive-push reports this line after the upload.
 [ -z "${ARCHIVE_REMOTE:-}" ] || result_line archived > "$adir/.result"
 finish archived 0

@@ -763,6 +763,42 @@ def test_the_dump_position_is_the_tools_not_the_users(cluster, world, request):
 
 
 @pytest.mark.all_servers
+def test_an_archive_backlog_takes_several_runs(cluster, world, request):
+    """Issue 34.12: an S3 archive run stages every closed file before it pushes
+    any, so a backlog larger than its staging volume was evicted in every run and
+    never archived.  With ARCHIVE_MAX_BYTES (the hook sets half the staging
+    volume) a run archives files in order up to that budget, one at least; the
+    rest go to the next runs, and `.until` moves only when a run got everything."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    adir = bdir_of(cluster) / "binlog"
+    for i in range(3):
+        insert(p, 10 * i + 1, 10 * i + 11, "A")
+        p.query("FLUSH BINARY LOGS")
+    insert(p, 31, 41, "B")
+    runs = []
+    while True:
+        r = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, ARCHIVE_MAX_BYTES=1)
+        assert r.rc == 0 and r.json["result"] == "archived", r
+        runs.append(r)
+        if "until" in r.json:
+            break
+        assert len(r.json["archived"]) == 1 and r.json["left"] > 0, r
+        assert not (adir / f"{r.json['identity']}.until").exists(), "no run got everything yet"
+        assert len(runs) < 10, runs
+    ident = runs[0].json["identity"]
+    got = [f for r in runs for f in r.json["archived"]]
+    assert got == sorted(got) and len(got) == len(set(got)) >= 4, got
+    assert len(runs) == len(got), f"one file per run: {[r.json['archived'] for r in runs]}"
+    assert (adir / f"{ident}.until").exists()
+    left = [r.json.get("left", 0) for r in runs]
+    bad = cluster.run("binlog.sh", PRIMARY="db-0", ARCHIVE_DIR=adir, ARCHIVE_MAX_BYTES="1e9")
+    assert bad.rc != 0 and bad.json["reason"] == "bad-env", bad
+    REPORT.append(f"archive budget ({world.kind.name}): a backlog of {len(got)} files archived one per run "
+                  f"(left {left}), .until written by the last run only")
+
+
+@pytest.mark.all_servers
 def test_a_committed_backup_is_reported_again_only_to_its_owner(cluster, world, request):
     """Issue 34.12: a retried attempt of a backup Job reports the backup an earlier
     attempt committed instead of dumping anew.  Job names of a recreated

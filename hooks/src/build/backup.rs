@@ -449,6 +449,9 @@ pub fn archive_job_spec(a: &ArchivePod<'_>) -> JobSpec {
                 pod::env("ARCHIVE_REMOTE", "true"),
                 pod::env("BACKUP_ROOT", STAGING),
             ]);
+            if let Some(budget) = archive_budget(c, a.bounds.work_volume_size.as_ref()) {
+                env.push(pod::env("ARCHIVE_MAX_BYTES", budget.to_string()));
+            }
             let mut archive = Container {
                 volume_mounts: Some(mounts(pod::mount("staging", STAGING, false))),
                 ..server_container(c, "binlog", pod::run_script("binlog.sh"), env)
@@ -639,16 +642,29 @@ fn s3_env(s3: &S3Target) -> Vec<EnvVar> {
 /// that outgrows it is evicted and the Job fails, instead of filling the node's
 /// disk.
 fn staging_volume(c: &Cluster, size: Option<&Quantity>) -> Volume {
-    // canonical, as the API server stores it (else a permanent diff); an invalid
-    // size (the CRD lets only quantities through) sets no limit
-    let limit = size.or(c.grow_to.as_ref()).and_then(|q| crate::quantity::canonical(q).ok()).or_else(|| {
-        c.volume.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned()
-    });
     Volume {
         name: "staging".to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource { size_limit: limit, ..Default::default() }),
+        empty_dir: Some(EmptyDirVolumeSource { size_limit: staging_limit(c, size), ..Default::default() }),
         ..Default::default()
     }
+}
+
+/// The staging volume's size limit: canonical, as the API server stores it (else
+/// a permanent diff); an invalid size (the CRD lets only quantities through) sets
+/// no limit.
+fn staging_limit(c: &Cluster, size: Option<&Quantity>) -> Option<Quantity> {
+    size.or(c.grow_to.as_ref()).and_then(|q| crate::quantity::canonical(q).ok()).or_else(|| {
+        c.volume.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned()
+    })
+}
+
+/// An S3 archive run's budget (`ARCHIVE_MAX_BYTES`): half the staging volume,
+/// which holds every file the run archives until the push, so a backlog larger
+/// than the volume is archived over several runs instead of being evicted in
+/// every one (issue 34.12). Bytes as the server lists them, before gzip.
+fn archive_budget(c: &Cluster, size: Option<&Quantity>) -> Option<i128> {
+    let bytes = crate::quantity::nanos(&staging_limit(c, size)?).ok()? / 1_000_000_000;
+    Some(bytes / 2).filter(|b| *b > 0)
 }
 
 fn backup_name_env(name: &BackupName) -> EnvVar {
