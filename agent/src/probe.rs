@@ -410,16 +410,6 @@ pub struct Survey {
     pub newer: Option<Newer>,
 }
 
-impl Survey {
-    /// Whether it can settle "no newer primary" for now: there was nobody to
-    /// ask, or somebody answered. A server that reached nobody (its network cut,
-    /// or just healed) cannot tell, and asks again before it calls itself Ready.
-    #[must_use]
-    pub fn conclusive(&self) -> bool {
-        self.asked == 0 || self.answered > 0
-    }
-}
-
 /// How long a survey's answer stands for readiness, and how long a writable
 /// server stays NotReady once the members answer again after a survey that
 /// reached none of them (seconds).
@@ -649,10 +639,6 @@ mod tests {
         assert!(readiness(&stale).text().contains("db-1 serves as the primary of epoch 5"), "{:?}", readiness(&stale));
         assert!(readiness(&Facts { superseded_by: None, ..stale.clone() }).passed());
         assert!(readiness(&Facts { recorded_primary: None, ..stale.clone() }).text().contains("old primary"));
-        let none = Survey { asked: 2, answered: 0, newer: None };
-        assert!(!none.conclusive(), "reached nobody: cannot tell");
-        assert!(Survey { answered: 1, ..none.clone() }.conclusive());
-        assert!(Survey { asked: 0, ..none }.conclusive(), "a single server");
     }
 
     #[test]
