@@ -244,10 +244,14 @@ MYSQL_ESSENTIAL = MARIADB_ESSENTIAL
 # secure-file-priv directory (without one that exists mysqld 9.x does not start) and
 # `!includedir /etc/mysql/conf.d/`, where init.sh writes our option files; an empty
 # /var/lib/mysql; /var/run/mysqld (mysql, 1777); /var/lib/mysql-files (mysql, 0700).
+# `host-cache-size=0`, as the official 8.4 and 9.x images write it: `skip-host-cache`,
+# which an earlier stand-in copied from the 8.0 image, was removed in MySQL 8.3, and
+# 9.7.4 refuses to start with it (the first pod of the real-server loop on MySQL
+# failed in init.sh's `--initialize-insecure`: "unknown option '--skip-host-cache'").
 MYSQL_CUSTOMIZE = r"""set -e
 cat > "$1/etc/my.cnf" <<'CNF'
 [mysqld]
-skip-host-cache
+host-cache-size=0
 skip-name-resolve
 datadir=/var/lib/mysql
 socket=/var/run/mysqld/mysqld.sock
