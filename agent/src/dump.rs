@@ -132,7 +132,12 @@ pub fn run(env: &dyn crate::context::Env) -> Result<protocol::Report> {
     };
     let out = env.var("DUMP_POSITION_OUT").filter(|o| !o.is_empty());
     let out = out.ok_or_else(|| Failure::new("bad-env", "DUMP_POSITION_OUT is required"))?;
-    let gtid = position(flavor, std::io::stdin().lock())?.unwrap_or_default();
+    let mut input = std::io::stdin().lock();
+    let gtid = position(flavor, &mut input)?.unwrap_or_default();
+    // Read to the end: the script pipes the decompressor into this command under
+    // `pipefail`, and stopping at MySQL's header would kill it with SIGPIPE and
+    // fail the backup (seen on the real node, where dumps outgrow the pipe).
+    std::io::copy(&mut input, &mut std::io::sink()).map_err(|e| unreadable(&e))?;
     std::fs::write(&out, &gtid).map_err(|e| Failure::new("bad-env", format!("DUMP_POSITION_OUT: {out}: {e}")))?;
     Ok(protocol::Report {
         message: Some(if gtid.is_empty() { "the dump records no position" } else { "the dump's position" }.into()),
