@@ -1378,8 +1378,9 @@ def purge_binlogs(db: Db, primary: str) -> None:
         db.sql(primary, f"PURGE BINARY LOGS TO '{last}'")
         return [r[0] for r in db.sql(primary, "SHOW BINARY LOGS")] == [last]  # type: ignore[union-attr]
     db.wait(f"{primary} to purge every binary log before {last}", purged, 60, interval=1)
-    first_gtid = db.sql(primary, "SELECT @@global.gtid_binlog_pos")[0][0]  # type: ignore[index]
-    say(f"{primary} purged its binary logs: only {last} is left (gtid_binlog_pos {first_gtid})")
+    q = "SELECT @@global.gtid_executed" if db.flavor == "mysql" else "SELECT @@global.gtid_binlog_pos"
+    first_gtid = db.sql(primary, q)[0][0]  # type: ignore[index]
+    say(f"{primary} purged its binary logs: only {last} is left (GTID position {first_gtid})")
 
 
 def s6_rollout(run: Run) -> None:

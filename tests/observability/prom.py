@@ -217,6 +217,9 @@ class Prometheus:
                 self.proc.kill()
                 self.proc.wait(10)
         if self.keep_dir:
+            # the kept-logs directory may not exist yet (scenario 11 stops its
+            # Prometheus before the harness writes its own logs there)
+            Path(self.keep_dir).mkdir(parents=True, exist_ok=True)
             shutil.copy(self.log, Path(self.keep_dir) / "prometheus.log")
         shutil.rmtree(self.dir, ignore_errors=True)
 
