@@ -241,6 +241,12 @@ pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32, shutdown: bool) -> R
         std::thread::sleep(Duration::from_millis(200));
     }
     if shutdown && waits_for_ack(&sessions(s)?) {
+        // Every client session killed once more, right before: a shutdown ends a
+        // semi-sync wait and commits, and a session that was not killed gets its
+        // OK (Percona PS-9916; seen on MySQL 9.7.4), while a killed one's
+        // connection only drops. This also catches a commit begun since the
+        // last kill.
+        killed += kill_clients(s)?;
         // The statement's own answer may be lost as the server goes: whether it
         // went is what counts, and the caller sees it stop answering.
         let _ = s.exec("SHUTDOWN");

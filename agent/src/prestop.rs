@@ -12,6 +12,15 @@
 //!   termination grace period), until this server is read-only *and* another
 //!   member is a writable non-replica (the switchover happened); then return.
 //!
+//! Whatever it waited for, a server still writable when it returns is fenced
+//! first (the agent's `fence`, with `shutdown`): its client sessions killed, and a
+//! server that a commit waiting for a semi-sync acknowledgement keeps writable
+//! shut down by the agent. The kubelet's SIGTERM would shut it down anyway, and a
+//! shutdown ends the wait and commits: that commit's client got OK for a row no
+//! replica had (seen on MySQL 9.7.4 in the real-server loop: a cluster deleted
+//! while a replica hung; the next bootstrap rightly rebuilt the server that alone
+//! held it). A killed session's connection only drops.
+//!
 //! It never fails: a failed preStop hook only delays the kill, so the command
 //! always exits 0 and says on stderr why it stopped waiting. It writes no
 //! termination log (that belongs to mysqld). One report line on stdout:
@@ -37,7 +46,10 @@ pub fn run(env: &dyn Env) -> Report {
     let pod = env.var("POD_NAME").unwrap_or_default();
     let recorded = crate::probe::first_line(env, env.var("PRIMARY_FILE").as_deref().map(std::path::Path::new));
     let report = match Context::from_env(env) {
-        Ok(ctx) if ctx.addr(&pod).is_some() => wait(&ctx, env, &pod, recorded.as_deref(), started),
+        Ok(ctx) if ctx.addr(&pod).is_some() => {
+            let waited = wait(&ctx, env, &pod, recorded.as_deref(), started);
+            fence_if_writable(&ctx, &pod, waited)
+        }
         Ok(_) => Report::error("bad-env", format!("POD_NAME '{pod}' is not in PODS")),
         Err(f) => f.report(),
     };
@@ -48,6 +60,27 @@ pub fn run(env: &dyn Env) -> Report {
         pod: Some(pod),
         primary: Some(recorded.unwrap_or_default()),
         waited: Some(i64::try_from(started.elapsed().as_secs()).unwrap_or(i64::MAX)),
+        ..report
+    }
+}
+
+/// Fences this server when it is still writable (see the module docs); the
+/// report says how, in `fenced` and its message.
+fn fence_if_writable(ctx: &Context, pod: &str, report: Report) -> Report {
+    let Ok(mut me) = Server::connect(ctx, pod) else {
+        return report;
+    };
+    if !me.writable().unwrap_or(false) {
+        return report;
+    }
+    let (fenced, how) = match crate::fence::fence(&mut me, 4, 2, true) {
+        Ok(f) => (true, f.describe(pod)),
+        Err(f) => (false, f.message),
+    };
+    eprintln!("prestop: still writable, fenced before the stop: {how}");
+    Report {
+        fenced: Some(fenced),
+        message: Some(format!("{}; still writable, fenced before the stop: {how}", report.message.unwrap_or_default())),
         ..report
     }
 }

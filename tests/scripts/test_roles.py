@@ -12,12 +12,18 @@ is about MariaDB's relay log survey (MySQL reports its received set itself)."""
 from __future__ import annotations
 
 import shutil
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import REPORT
 from dbcluster import Session, probe, rows, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "k8s"))
+from minimysql import Connection  # noqa: E402
 
 
 def processlist(s, user=None):
@@ -119,6 +125,28 @@ def test_failover_fence_failed_promotes_nothing(cluster):
         s.close()
 
 
+class _Commit(threading.Thread):
+    """One autocommit statement on its own connection of the real-server loop's
+    client (tests/k8s/minimysql.py), in the background: `ok` is True only when
+    the server sent the statement's OK packet."""
+
+    def __init__(self, srv, sql: str, user: str = "app"):
+        super().__init__(daemon=True)
+        from dbcluster import APP_PASSWORD
+        self.host, port = srv.addr.split(":")
+        self.port, self.sql, self.user, self.password = int(port), sql, user, APP_PASSWORD
+        self.ok, self.error = False, ""
+        self.start()
+
+    def run(self):
+        try:
+            with Connection(self.host, self.port, self.user, self.password, timeout=300) as conn:
+                conn.query(self.sql)
+                self.ok = True
+        except Exception as e:  # noqa: BLE001 - any failure is "not acknowledged"
+            self.error = repr(e)
+
+
 @pytest.mark.all_servers
 def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
     """Both receivers are cut off: a commit on the primary waits for a
@@ -136,8 +164,10 @@ def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
     c.wait_synced(p)
     for n in ("db-1", "db-2"):
         c[n].query(_stop(c, "IO_THREAD"))
-    s = Session(p, "app")
-    s.send("INSERT INTO hook.t VALUES (500, 'blocked', @@server_id, NOW(6)); SELECT 'acked-500';")
+    # Judged by the OK packet of the INSERT itself (the loop's client): a marker
+    # SELECT after it cannot run on a server that was shut down, so it proved
+    # nothing about an OK given at the shutdown.
+    s = _Commit(p, "INSERT INTO hook.t VALUES (500, 'blocked', @@server_id, NOW(6))")
     wait_for(lambda: any("semi-sync" in (r[3] or "") for r in processlist(p, "app")), what="commit waiting for ACK")
     r = c.run("failover.sh", PRIMARY="db-0")
     try:
@@ -154,17 +184,18 @@ def test_failover_blocked_commit_never_completes_beside_new_primary(cluster):
         deadline = time.time() + 5
         while time.time() < deadline:
             assert c.writable() == [new.name], c.writable()
-            if "acked-500" in s.out:
+            if s.ok:
                 assert 500 in rows(new), "a commit acknowledged on the old primary is not on the new one"
             time.sleep(0.2)
-        acked = "acked-500" in s.out
+        s.join(30)
+        acked = s.ok
         REPORT.append(f"fence: commit blocked on semi-sync -> promoted {new.name}, "
                       f"blocked commit acknowledged={acked}, on new primary={500 in rows(new)}, "
                       f"db-0 {'promoted again in place' if new.name == 'db-0' else 'read-only=' + str(p.read_only())}"
                       f"{', shut down by the fence and restarted' if shut_down else ''}, "
                       f"rebuildNeeded={r.json.get('rebuildNeeded')}")
     finally:
-        s.close()
+        s.join(30)
 
 
 # ------------------------------------------------------------------- 2. quorum
@@ -1200,3 +1231,37 @@ def test_scale_down_proven_by_a_remaining_replica(cluster):
     assert r.rc == 1 and r.json["reason"] == "primary-unreachable", r
     REPORT.append(f"scale-down: proven in {settled.seconds:.1f}s once db-1 received rows 11-30 that only the removed "
                   "db-2 acknowledged; the failover with QUORUM=1 then kept all 30")
+
+
+@pytest.mark.all_servers
+def test_a_stopping_primary_acks_no_commit_no_replica_has(cluster):
+    """Scenario 8 on MySQL 9.7.4 (see docs/guarantees.md): a commit waiting for an
+    acknowledgement no replica can give, the primary then stopped (SIGTERM), and a
+    shutdown ends the wait and commits: its client got OK (2 of 2 runs on MySQL
+    9.7.4).  The preStop hook now fences a server still writable when it returns
+    (client sessions killed, the server shut down by the agent), so the waiting
+    client's connection drops instead.  Judged by the INSERT's own OK packet."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    c["db-1"].freeze()
+    c["db-2"].stop()
+    t = _Commit(p, "INSERT INTO hook.t VALUES (500, 'blocked', @@server_id, NOW(6))")
+    try:
+        wait_for(lambda: any("semi-sync" in (r[3] or "") for r in processlist(p, "app")),
+                 what="commit waiting for ACK")
+        pf = c.world.root / c.tag / "primary"
+        pf.write_text("db-0\n")
+        rc, out, err, secs = prestop(c, "db-0", pf, PRESTOP_WAIT=2)
+        assert rc == 0 and out.get("fenced") is True, (out, err)
+        p.stop()   # the kubelet's SIGTERM once the hook returned (mysqld may be gone already)
+        t.join(30)
+        assert not t.ok, f"a commit no replica has was acknowledged at shutdown ({out})"
+        p.start()
+        assert p.read_only(), "it restarts read-only"
+        REPORT.append(f"stopping primary ({c.world.kind.name}): preStop fenced it "
+                      f"({out.get('message', '').split('fenced before the stop: ')[-1]}); the waiting commit: {t.error}")
+    finally:
+        c["db-1"].thaw()
