@@ -158,11 +158,12 @@ impl Context {
         let seconds = |name: &str, default: u64| -> Result<Duration> {
             match env.var(name) {
                 None => Ok(Duration::from_secs(default)),
+                // Fractions are allowed (the scripts' `timeout` takes them: `0.3`).
                 Some(v) => v
-                    .parse::<u64>()
+                    .parse::<f64>()
                     .ok()
-                    .filter(|s| (1..=86_400).contains(s))
-                    .map(Duration::from_secs)
+                    .filter(|s| v.bytes().all(|b| b.is_ascii_digit() || b == b'.') && (0.001..=86_400.0).contains(s))
+                    .map(Duration::from_secs_f64)
                     .ok_or_else(|| bad_env(format!("{name} '{v}' is not a number of seconds"))),
             }
         };
@@ -292,5 +293,11 @@ pub mod tests {
             ])
             .is_some_and(|m| m.contains("QUERY_TIMEOUT"))
         );
+        for bad in ["0", "-1", "1e3", "inf", "NaN", "0.0001", "86401"] {
+            let env = [("FLAVOR", "mysql"), ("PODS", "db-0=h:1"), ("MYSQL_ROOT_PASSWORD", "x"), ("QUERY_TIMEOUT", bad)];
+            assert!(reason(&env).is_some_and(|m| m.contains("QUERY_TIMEOUT")), "{bad}");
+        }
+        let env = [("FLAVOR", "mysql"), ("PODS", "db-0=h:1"), ("MYSQL_ROOT_PASSWORD", "x"), ("QUERY_TIMEOUT", "0.3")];
+        assert_eq!(reason(&env), None, "a fraction of a second");
     }
 }

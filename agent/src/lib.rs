@@ -16,6 +16,7 @@
 //! - [`status`]: replica status, typed;
 //! - [`binlog`]: the binary log archive's reads (a file's start state);
 //! - [`dump`]: the position a logical dump records;
+//! - [`relay`]: what a replica received, and applying all of it before a promotion;
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
@@ -33,6 +34,7 @@ pub mod inspect;
 pub mod operator_user;
 pub mod prestop;
 pub mod probe;
+pub mod relay;
 pub mod scale_down;
 pub mod server;
 pub mod sidecar;

@@ -129,6 +129,12 @@ impl Server {
         }
     }
 
+    /// The session itself, for a caller that streams a large result
+    /// ([`crate::relay`]).
+    pub(crate) fn conn(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+
     /// Rows of a query.
     ///
     /// # Errors

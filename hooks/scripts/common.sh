@@ -412,6 +412,21 @@ tsv_fields() {
 # Returns 0 when fenced (or shut down).
 FENCE_LOCK_WAIT=${FENCE_LOCK_WAIT:-2}
 AGENT_BIN=${AGENT_BIN:-$(dirname "${BASH_SOURCE[0]}")/mysql-hook-agent}
+# agent_value WHAT OUT_VAR COMMAND [NAME=VALUE ...]: runs `mysql-hook-agent
+# COMMAND` (stdin passed on) with the environment given and OUT_VAR naming a
+# fresh file, into which the agent writes one value; prints that value when the
+# command succeeded, logs its report line ("WHAT: ...") and returns 1 otherwise.
+# The value comes from the file, never from parsing the report.
+agent_value() {
+  local what=$1 var=$2 cmd=$3 out tmp rc=0
+  shift 3
+  tmp=$(mktemp "${TMPDIR:-/tmp}/agent.XXXXXX")
+  out=$(env "$@" "$var=$tmp" TERMINATION_LOG=/dev/null "$AGENT_BIN" "$cmd") || rc=$?
+  if (( rc == 0 )); then cat "$tmp"; rm -f "$tmp"; return 0; fi
+  rm -f "$tmp"
+  log "$what: ${out:-the agent did not answer}"
+  return 1
+}
 fence() {
   local out
   if out=$(FENCE_POD=$1 FENCE_SHUTDOWN=${FENCE_SHUTDOWN:-0} TERMINATION_LOG=/dev/null "$AGENT_BIN" fence); then
@@ -469,167 +484,31 @@ sql_gtid_position() {
   esac
 }
 
-# Executed plus already received (in the relay log, not yet applied): what a
-# promoted server would hold once it has applied its relay log.
-# MySQL: gtid_executed UNION performance_schema.replication_connection_status.
-#   RECEIVED_TRANSACTION_SET (RM 29.12.11.13), one row per channel, read as
-#   rows (GROUP_CONCAT would be cut at group_concat_max_len, 1024 bytes by
-#   default, RM 14.19.1); with relay_log_recovery=OFF the server rebuilds the
-#   received set from its relay log at startup (RM 19.1.6.3,
-#   sysvar_relay_log_recovery).  A union of GTID sets is their comma-joined
-#   text (RM 19.1.3.1).
-# MariaDB: a state (per domain and server_id the highest seq_no) made of
-#   gtid_binlog_state, gtid_current_pos, gtid_slave_pos, the IO thread's
-#   Gtid_IO_Pos (SHOW SLAVE STATUS) and, when the applier is not
-#   running or Gtid_IO_Pos is empty (it is after a restart: MariaDB 10.11 keeps
-#   no received position across restarts), the complete transactions in the
-#   relay log after the applier's position (mdb_relay_scan).
+# sql_gtid_received POD: what POD executed plus what it received and has not
+# applied yet (in its relay log): what it would hold once it applied its relay
+# log.  The agent's `received` (agent/src/relay.rs, ported from here: MySQL's
+# RECEIVED_TRANSACTION_SET; MariaDB's relay log read when the server does not
+# know what it received, after a restart).  Returns 1 when it cannot say (the
+# relay log could not be read to its end within QUERY_TIMEOUT: a short answer
+# would promote the wrong server, issue 31.5).
 sql_gtid_received() {
-  local pod=$1
-  case $FLAVOR in
-    mysql)
-      local e r
-      e=$(sql "$pod" "SELECT REPLACE(@@global.gtid_executed, '\n', '')") || return 1
-      r=$(sql "$pod" "SELECT REPLACE(RECEIVED_TRANSACTION_SET, '\n', '')
-        FROM performance_schema.replication_connection_status
-        WHERE RECEIVED_TRANSACTION_SET <> ''") || return 1
-      gtid_union "$e" ${r//$'\n'/ } ;;
-    mariadb)
-      mdb_received "$pod" || return 1
-      printf '%s' "$MDB_RECV" ;;
-  esac
-}
-
-# --- MariaDB relay log --------------------------------------------------------
-# MariaDB in GTID mode (MASTER_USE_GTID=slave_pos) deletes the relay log
-# whenever a replication thread starts while both are stopped (START SLAVE,
-# START SLAVE SQL_THREAD; after a restart both are stopped) and refetches from
-# gtid_slave_pos: what was received and acknowledged but not applied is gone
-# unless the source still has it.  Applying it first therefore goes through
-# file positions: CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE,
-# RELAY_LOG_POS (no relay log purge when a relay log position is given), START
-# SLAVE SQL_THREAD.  The position is found by reading the relay log with
-# SHOW RELAYLOG EVENTS.
-
-# mdb_relay_events_parse APPLIED < SHOW RELAYLOG EVENTS rows (Log_name Pos
-# Event_type Server_id End_log_pos Info): adds every complete transaction
-# (GTID event ... Xid / COMMIT; a standalone GTID event ... its Query) to
-# RL_GTIDS (a state: per domain and server_id the highest), and sets RL_FILE / RL_POS to
-# the GTID event of the first complete one APPLIED (a position) lacks.  State
-# across calls (a transaction may span relay log files): RLP_GTID, RLP_FILE,
-# RLP_POS, RLP_STANDALONE.  Pure.
-mdb_relay_events_parse() {
-  local applied=$1 line f pos type info g d n e
-  local -A aseq=()
-  csv_items "$applied"
-  for e in "${CSV[@]}"; do d=${e%%-*}; n=${e##*-}; aseq[$d]=$n; done
-  while IFS= read -r line; do
-    tsv_fields "$line"
-    (( ${#TSV[@]} >= 6 )) || continue
-    f=${TSV[0]} pos=${TSV[1]} type=${TSV[2]} info=${TSV[5]}
-    case $type in
-      Gtid)
-        g=""
-        [[ $info =~ GTID[[:space:]]+([0-9]+-[0-9]+-[0-9]+) ]] && g=${BASH_REMATCH[1]}
-        RLP_GTID=$g RLP_FILE=$f RLP_POS=$pos RLP_STANDALONE=1
-        [[ $info == BEGIN* ]] && RLP_STANDALONE=0
-        continue ;;
-      Xid) ;;
-      Query)
-        if [ "${RLP_STANDALONE:-0}" = 0 ]; then
-          case $info in COMMIT*|ROLLBACK*) ;; *) continue ;; esac
-        fi ;;
-      *) continue ;;
-    esac
-    [ -n "${RLP_GTID:-}" ] || continue
-    g=$RLP_GTID; RLP_GTID=""
-    [[ $info == ROLLBACK* ]] && continue
-    d=${g%%-*}; n=${g##*-}
-    RL_GTIDS=$(mdb_state_max "$RL_GTIDS" "$g")
-    if [ -z "$RL_FILE" ] && { [ -z "${aseq[$d]+x}" ] || (( n > aseq[$d] )); }; then
-      RL_FILE=$RLP_FILE RL_POS=$RLP_POS
-    fi
-  done
-  return 0
-}
-# next_relay_file NAME: relay-bin.000009 -> relay-bin.000010.  Pure.
-next_relay_file() {
-  local num=${1##*.}
-  printf '%s.%0*d' "${1%.*}" "${#num}" "$((10#$num + 1))"
-}
-# mdb_relay_scan POD APPLIED: read POD's relay log from the applier's position
-# (RS_RELAY_FILE/RS_RELAY_POS: call sql_replica_status first) to its end;
-# sets RL_GTIDS, RL_FILE, RL_POS (see mdb_relay_events_parse).  A file the
-# server says it lacks (the client's exit status 1: purged while we read, or
-# past the end) ends the scan when the next one is lacking too.  A read that
-# did not finish (timed out after QUERY_TIMEOUT, killed: any other status)
-# fails the scan, 1 (issue 31.5): counted as missing it made the received set
-# short, and a promotion then discarded the unread, acknowledged rest.
-mdb_relay_scan() {
-  local pod=$1 applied=$2 file pos out missing=0 rc
-  RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID="" RLP_FILE="" RLP_POS="" RLP_STANDALONE=0
-  file=${RS_RELAY_FILE##*/} pos=${RS_RELAY_POS:-4}
-  [[ -n $file && $file == *.+([0-9]) ]] || return 0
-  while (( missing < 2 )); do
-    rc=0
-    out=$(sql "$pod" "SHOW RELAYLOG EVENTS IN $(sql_quote "$file") FROM $pos" 2>/dev/null) || rc=$?
-    case $rc in
-      0) missing=0
-         mdb_relay_events_parse "$applied" <<< "$out" ;;
-      1) missing=$((missing + 1)) ;;
-      *) log "$pod: reading its relay log $file did not finish (exit status $rc; QUERY_TIMEOUT ${QUERY_TIMEOUT}s): what it received is unknown"
-         return 1 ;;
-    esac
-    file=$(next_relay_file "$file") pos=4
-  done
-  # A lost connection also exits 1: the scan counts only if the server still answers.
-  reachable "$pod"
-}
-# mdb_received POD: MDB_RECV = what POD executed and received, as a state
-# (see sql_gtid_received); also MDB_APPLIED (executed, a position) and, when the
-# relay log was read, RL_GTIDS / RL_FILE / RL_POS; leaves RS_* set.
-mdb_received() {
-  local pod=$1 all
-  all=$(sql "$pod" "SELECT CONCAT_WS(',', @@global.gtid_binlog_state, @@global.gtid_current_pos,
-    @@global.gtid_slave_pos)") || return 1
-  MDB_APPLIED=$(mdb_pos_max "$all" "")
-  sql_replica_status "$pod" || return 1
-  MDB_RECV=$(mdb_state_max "$all" "$RS_IO_GTID")
-  RL_GTIDS="" RL_FILE="" RL_POS=""
-  if [ "$RS_CONFIGURED" = 1 ] && { [ "$RS_SQL" != Yes ] || [ -z "$RS_IO_GTID" ]; }; then
-    mdb_relay_scan "$pod" "$MDB_APPLIED" || return 1
-    MDB_RECV=$(mdb_state_max "$MDB_RECV" "$RL_GTIDS")
-  fi
-  return 0
+  agent_value "what $1 received" RECEIVED_OUT received RECEIVED_POD="$1"
 }
 
 # sql_drain_relay_log POD SECONDS: POD applies everything it has received
 # (its receiver must be stopped: nothing new arrives) without losing any of
 # it; 0 when done within SECONDS, 1 otherwise (the applier keeps running).
-# MySQL: START REPLICA SQL_THREAD (RM 15.4.2.4; the relay log is kept), then
-#   WAIT_FOR_EXECUTED_GTID_SET(received).
-# MariaDB: the applier running -> wait; stopped -> CHANGE MASTER TO
-#   MASTER_USE_GTID=no, RELAY_LOG_FILE, RELAY_LOG_POS at the first transaction
-#   not applied yet, START SLAVE SQL_THREAD, then MASTER_GTID_WAIT(received).
-#   The replica stays in file-position mode until it is repointed or promoted
-#   (sql_make_replica / RESET SLAVE ALL).
+# The agent's `drain` (agent/src/relay.rs, ported from here; MariaDB applies a
+# restarted replica's relay log by file position, which its GTID mode would
+# have deleted).
 sql_drain_relay_log() {
-  local pod=$1 t=$2 recv
-  case $FLAVOR in
-    mysql)
-      recv=$(sql_gtid_received "$pod") || return 1
-      sql "$pod" "START REPLICA SQL_THREAD" 2>/dev/null || true ;;
-    mariadb)
-      mdb_received "$pod" || return 1
-      recv=$MDB_RECV
-      [ "$RS_CONFIGURED" = 1 ] || return 0
-      if [ "$RS_SQL" != Yes ] && [ -n "$RL_FILE" ]; then
-        log "$pod: applying its relay log from $RL_FILE:$RL_POS (received [$RL_GTIDS], applied [$MDB_APPLIED])"
-        sql "$pod" "CHANGE MASTER TO MASTER_USE_GTID=no, RELAY_LOG_FILE=$(sql_quote "$RL_FILE"), RELAY_LOG_POS=$RL_POS;
-          START SLAVE SQL_THREAD" || return 1
-      fi ;;
-  esac
-  sql_wait_executed "$pod" "$recv" "$t"
+  local out
+  if out=$(DRAIN_POD=$1 DRAIN_SECONDS=$2 TERMINATION_LOG=/dev/null "$AGENT_BIN" drain); then
+    log "drain $1: $out"
+    return 0
+  fi
+  log "drain $1: ${out:-the agent did not answer}"
+  return 1
 }
 
 # Wait until POD has executed GTIDS; prints nothing, returns 0 when reached.
@@ -966,9 +845,8 @@ gtid_union() {
 
 # --- replica status ----------------------------------------------------------
 # sql_replica_status POD: sets RS_CONFIGURED (0/1), RS_HOST, RS_PORT, RS_IO
-# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_IO_GTID (MariaDB Gtid_IO_Pos), RS_ERR,
-# RS_IO_ERRNO / RS_SQL_ERRNO (0: none), RS_RELAY_FILE / RS_RELAY_POS (the
-# applier's position in the relay log), RS_USING_GTID (MariaDB Using_Gtid),
+# (Yes/No/Connecting), RS_SQL, RS_LAG, RS_ERR,
+# RS_IO_ERRNO / RS_SQL_ERRNO (0: none),
 # RS_SSL / RS_SSL_VERIFY (Yes/No: the channel uses TLS / verifies the source's
 # certificate; MySQL may say Ignored), RS_SSL_CA (its CA file).
 # MySQL: SHOW REPLICA STATUS (RM 15.7.7.35), Source_*/Replica_* field names.
@@ -979,8 +857,8 @@ sql_replica_status() {
     mysql)   out=$(SQL_VERTICAL=1 sql "$1" 'SHOW REPLICA STATUS') ;;
     mariadb) out=$(SQL_VERTICAL=1 sql "$1" 'SHOW SLAVE STATUS') ;;
   esac
-  RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_IO_GTID="" RS_ERR=""
-  RS_RELAY_FILE="" RS_RELAY_POS="" RS_USING_GTID="" RS_IO_ERRNO=0 RS_SQL_ERRNO=0
+  RS_CONFIGURED=0 RS_HOST="" RS_PORT="" RS_IO="" RS_SQL="" RS_LAG="" RS_ERR=""
+  RS_IO_ERRNO=0 RS_SQL_ERRNO=0
   RS_SSL="" RS_SSL_VERIFY="" RS_SSL_CA=""
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*([A-Za-z_]+):[[:space:]]?(.*)$ ]] || continue
@@ -991,10 +869,6 @@ sql_replica_status() {
       Replica_IO_Running|Slave_IO_Running) RS_IO=$v ;;
       Replica_SQL_Running|Slave_SQL_Running) RS_SQL=$v ;;
       Seconds_Behind_Source|Seconds_Behind_Master) RS_LAG=$v ;;
-      Gtid_IO_Pos) RS_IO_GTID=$v ;;
-      Relay_Log_File) RS_RELAY_FILE=$v ;;
-      Relay_Log_Pos) RS_RELAY_POS=$v ;;
-      Using_Gtid) RS_USING_GTID=$v ;;
       Source_SSL_Allowed|Master_SSL_Allowed) RS_SSL=$v ;;
       Source_SSL_Verify_Server_Cert|Master_SSL_Verify_Server_Cert) RS_SSL_VERIFY=$v ;;
       Source_SSL_CA_File|Master_SSL_CA_File) RS_SSL_CA=$v ;;
@@ -1381,13 +1255,7 @@ dump_cat() {
 # the tool's own statement: MySQL's header, MariaDB's trailer, never a match
 # inside the users' routines and comments (issue 34.12).
 dump_gtid() {
-  local out tmp rc=0
-  tmp=$(mktemp "${TMPDIR:-/tmp}/dumppos.XXXXXX")
-  out=$(dump_cat "$1" | DUMP_POSITION_OUT=$tmp TERMINATION_LOG=/dev/null "$AGENT_BIN" dump-position) || rc=$?
-  if (( rc == 0 )); then cat "$tmp"; rm -f "$tmp"; return 0; fi
-  rm -f "$tmp"
-  log "the position of $1: ${out:-the agent did not answer}"
-  return 1
+  dump_cat "$1" | agent_value "the position of $1" DUMP_POSITION_OUT dump-position
 }
 # binlog_fetch POD DIR FIRST_FILE: copy binary logs FIRST_FILE..last from POD.
 # MySQL: mysqlbinlog (RM 6.6.9) --read-from-remote-server --raw --to-last-log.
@@ -1692,13 +1560,7 @@ binlog_start_state() {
 # parses it strictly; the batch client's literal "\n" made MySQL's multi-source
 # sets unparsable, issue 34.12).
 sql_binlog_start_state() {
-  local out tmp rc=0
-  tmp=$(mktemp "${TMPDIR:-/tmp}/start.XXXXXX")
-  out=$(BINLOG_POD=$1 BINLOG_FILE=$2 BINLOG_START_OUT=$tmp TERMINATION_LOG=/dev/null "$AGENT_BIN" binlog-start) || rc=$?
-  if (( rc == 0 )); then cat "$tmp"; rm -f "$tmp"; return 0; fi
-  rm -f "$tmp"
-  log "start state of $2 on $1: ${out:-the agent did not answer}"
-  return 1
+  agent_value "start state of $2 on $1" BINLOG_START_OUT binlog-start BINLOG_POD="$1" BINLOG_FILE="$2"
 }
 # binlog_fetch_one POD DIR FILE: a raw copy of one binary log file of POD.
 # MySQL: mysqlbinlog --read-from-remote-server --raw (RM 6.6.9.3).

@@ -296,48 +296,6 @@ def test_mariadb_statements():
     assert sh("mariadb", "echo never", EPOCH="1;DROP").returncode == 1, "EPOCH is a number"
 
 
-# ------------------------------------------------------------ MariaDB relay log
-
-RELAY = [
-    # file, pos, type, server_id, end, info
-    ("relay-bin.000002", 4, "Format_desc", 2, 256, "Server ver: 10.11.19-MariaDB-log, Binlog ver: 4"),
-    ("relay-bin.000002", 621, "Gtid", 1, 367, "GTID 0-1-4"),
-    ("relay-bin.000002", 663, "Query", 1, 497, "CREATE DATABASE hook"),
-    ("relay-bin.000002", 793, "Gtid", 1, 539, "BEGIN GTID 0-1-5"),
-    ("relay-bin.000002", 835, "Annotate_rows", 1, 600, "INSERT INTO hook.t VALUES (1)"),
-    ("relay-bin.000002", 900, "Write_rows_v1", 1, 650, "table_id: 18 flags: STMT_END_F"),
-    ("relay-bin.000002", 950, "Xid", 1, 681, "COMMIT /* xid=57 */"),
-    ("relay-bin.000002", 981, "Gtid", 1, 723, "BEGIN GTID 0-1-6"),
-    ("relay-bin.000002", 1023, "Write_rows_v1", 1, 780, "table_id: 18 flags: STMT_END_F"),
-    ("relay-bin.000002", 1075, "Rotate", 2, 0, "relay-bin.000003;pos=4"),
-]
-RELAY_NEXT = [
-    ("relay-bin.000003", 4, "Format_desc", 2, 256, "Server ver: 10.11.19-MariaDB-log, Binlog ver: 4"),
-    ("relay-bin.000003", 256, "Xid", 1, 811, "COMMIT /* xid=58 */"),             # 0-1-6 ends here
-    ("relay-bin.000003", 287, "Gtid", 2, 853, "BEGIN GTID 0-2-7 cid=12"),
-    ("relay-bin.000003", 329, "Write_rows_v1", 2, 900, "table_id: 18 flags: STMT_END_F"),  # incomplete
-]
-
-
-def _events(rows):
-    return "\n".join("\t".join(str(x) for x in r) for r in rows)
-
-
-def test_mariadb_relay_log_parse():
-    body = ('RL_GTIDS="" RL_FILE="" RL_POS="" RLP_GTID=""\n'
-            'mdb_relay_events_parse "0-1-4" <<< "$A"\n'
-            'mdb_relay_events_parse "0-1-4" <<< "$B"\n'
-            'echo "$RL_GTIDS|$RL_FILE|$RL_POS"')
-    r = out("mariadb", body, A=_events(RELAY), B=_events(RELAY_NEXT)).strip()
-    # 0-1-4 (DDL), 0-1-5, 0-1-6 (spans two files) are complete; 0-2-7 is not.
-    # The first one not applied yet (applied: 0-1-4) starts at 793.
-    assert r == "0-1-6|relay-bin.000002|793", r
-    r = out("mariadb", body.replace('"0-1-4"', '"0-1-6"'), A=_events(RELAY), B=_events(RELAY_NEXT)).strip()
-    assert r == "0-1-6||", r
-    assert out("mariadb", "next_relay_file relay-bin.000009") == "relay-bin.000010"
-    assert out("mariadb", "next_relay_file relay-bin.999999") == "relay-bin.1000000"
-
-
 # ------------------------------------------------------------ backups (issue 19)
 
 @pytest.mark.parametrize("version,stmt", [
