@@ -17,6 +17,7 @@
 //! - [`binlog`]: the binary log archive's reads (a file's start state);
 //! - [`dump`]: the position a logical dump records;
 //! - [`relay`]: what a replica received, and applying all of it before a promotion;
+//! - [`gtid_calc`]: the scripts' GTID comparisons (`gtid subset A B`, ...);
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
@@ -30,6 +31,7 @@ pub mod context;
 pub mod dump;
 pub mod exporter_user;
 pub mod fence;
+pub mod gtid_calc;
 pub mod inspect;
 pub mod operator_user;
 pub mod prestop;

@@ -16,6 +16,9 @@ fn main() -> ExitCode {
     if command == "probe" {
         return probe(&env, &std::env::args().nth(2).unwrap_or_default());
     }
+    if command == "gtid" {
+        return gtid(&env);
+    }
     if command == "prestop" {
         // A preStop hook never fails and writes no termination log (mysqld's).
         println!("{}", agent::prestop::run(&env).line());
@@ -59,6 +62,34 @@ fn probe(env: &ProcessEnv, mode: &str) -> ExitCode {
     };
     println!("{}", verdict.text());
     if verdict.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// `gtid OP ARGS...`: a GTID comparison for the scripts (see `agent::gtid_calc`).
+/// No report line and no termination log: a text answer on stdout, exit 0 (holds),
+/// 1 (does not), 2 (a text that does not parse, said on stderr).
+fn gtid(env: &ProcessEnv) -> ExitCode {
+    use agent::{context::Env, gtid_calc::Answer};
+    let flavor = match env.var("FLAVOR").as_deref() {
+        Some("mysql") => agent::context::Flavor::Mysql,
+        Some("mariadb") => agent::context::Flavor::Mariadb,
+        other => {
+            eprintln!("gtid: FLAVOR must be mysql or mariadb (got {other:?})");
+            return ExitCode::from(2);
+        }
+    };
+    let args: Vec<String> = std::env::args().skip(3).collect();
+    match agent::gtid_calc::calc(flavor, &std::env::args().nth(2).unwrap_or_default(), &args) {
+        Ok(Answer::Holds(true)) => ExitCode::SUCCESS,
+        Ok(Answer::Holds(false)) => ExitCode::FAILURE,
+        Ok(Answer::Text(t)) => {
+            print!("{t}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gtid: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {

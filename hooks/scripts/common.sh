@@ -527,320 +527,76 @@ sql_wait_executed() {
   [ "$r" = 0 ]
 }
 
-# gtid_subset A B [POD]: true when every transaction of A is also in B.
-# MySQL: GTID sets (uuid[:tag]:interval...), compared here in bash
-#   (mysql_gtid_subset) with the semantics of GTID_SUBSET(a, b) (RM 14.18.2):
-#   no server round trip, and the same code runs in the unit tests.
-# MariaDB: no server function exists; compared here from gtid_binlog_state
-#   lists: every (domain, server_id, seq) of A needs the same (domain,
-#   server_id) in B with a seq at least as high.
-# The POD argument is kept for callers; no comparison needs a server.  Pure.
-gtid_subset() {
-  case $FLAVOR in
-    mysql)   mysql_gtid_subset "$1" "$2" ;;
-    mariadb) mdb_state_subset "$1" "$2" ;;
-  esac
+# --- GTID texts ----------------------------------------------------------------
+# Every comparison of GTID texts is the agent's `gtid` (agent/src/gtid_calc.rs,
+# ported from the bash here; the same strict parsers and algebra as the hook's,
+# protocol/src/gtid): MySQL GTID sets, MariaDB GTID lists.  A text that does not
+# parse is never compared: the script ends with `corrupt` (issue 30.2).  The
+# optional POD argument some callers pass is ignored: no comparison needs a
+# server.
+# gtid_calc OP ARGS...: exit 0 holds (text ops print the text), 1 does not.
+gtid_calc() {
+  local rc=0
+  "$AGENT_BIN" gtid "$@" || rc=$?
+  (( rc < 2 )) || fail corrupt "a GTID text that does not parse (gtid $1; the log says which)"
+  return $rc
 }
-# gtid_own_errant SET OTHERS IDENTITY [POD]: true when SET holds a transaction
-# that originated on IDENTITY (a server's own write) and that OTHERS lacks.
-# MySQL: SET minus OTHERS (GTID_SUBTRACT semantics), then look for IDENTITY
-#   (the server_uuid) as the source of what is left.  Pure.
-gtid_own_errant() {
-  local set=$1 others=$2 ident=$3 d e
-  case $FLAVOR in
-    mysql)
-      d=$(mysql_gtid_subtract "$set" "$others")
-      csv_items "$d"
-      for e in "${CSV[@]}"; do [ "${e%%:*}" = "${ident,,}" ] && return 0; done
-      return 1 ;;
-    mariadb)
-      local s items
-      csv_items "$set"; items=("${CSV[@]}")
-      for e in "${items[@]}"; do
-        s=${e#*-}; s=${s%%-*}
-        [ "$s" = "$ident" ] || continue
-        mdb_state_subset "$e" "$others" || return 0
-      done
-      return 1 ;;
-  esac
-}
-# gtid_subtract A B [POD]: the part of A that B lacks, as text (for reports).
-# MySQL: GTID_SUBTRACT(a, b) semantics (RM 14.18.2), in bash.  MariaDB: the
-#   (domain, server_id) entries of A not covered by B.  Pure.
-gtid_subtract() {
-  local a=$1 b=$2 e out=""
-  case $FLAVOR in
-    mysql) mysql_gtid_subtract "$a" "$b" ;;
-    mariadb)
-      local items
-      csv_items "$a"; items=("${CSV[@]}")
-      for e in "${items[@]}"; do
-        mdb_state_subset "$e" "$b" || out+="${out:+,}$e"
-      done
-      printf '%s' "$out" ;;
-  esac
-}
-# gtid_ge A B [POD]: A is at least as advanced as B (B is contained in A).
-# MySQL: B subset of A.  MariaDB: per domain seq_no comparison of positions.
-gtid_ge() {
-  case $FLAVOR in
-    mysql)   mysql_gtid_subset "$2" "$1" ;;
-    mariadb) mdb_pos_ge "$1" "$2" ;;
-  esac
-}
+# gtid_subset A B: every transaction of A is in B (MySQL GTID_SUBSET; MariaDB:
+#   every (domain, server_id, seq) of A is in B with a seq at least as high).
+gtid_subset() { gtid_calc subset "$1" "$2"; }
+# gtid_contains A B: A holds every transaction of B (executed+received sets).
+#   MariaDB compares per server_id as well as per domain: two histories of the
+#   same length written by different primaries are not the same.
+gtid_contains() { gtid_calc contains "$1" "$2"; }
+# gtid_ge A B: as a position, A is at least as far as B.
+gtid_ge() { gtid_calc ge "$1" "$2"; }
+# gtid_within START POS: a binary log that began at START can continue a dump
+#   taken at POS.
+gtid_within() { gtid_calc within "$1" "$2"; }
+# gtid_subtract A B: the part of A that B lacks, as text (for reports).
+gtid_subtract() { gtid_calc subtract "$1" "$2"; }
+# gtid_union SET...: one text (canonical).
+gtid_union() { gtid_calc union "$@"; }
+# gtid_own_errant SET OTHERS IDENTITY: SET holds a transaction that originated
+#   on IDENTITY (server_uuid; MariaDB server_id) and that OTHERS lacks.
+gtid_own_errant() { gtid_calc own-errant "$1" "$2" "$3"; }
+# mdb_pos_max LIST...: MariaDB, per domain the GTID with the highest seq_no.
+mdb_pos_max() { gtid_calc position "$@"; }
 
 # --- values read from stores, files and servers (issue 30.2) ------------------
 # bash evaluates a variable's text inside (( )), $(( )) and array subscripts as
 # an expression, and `BASH_VERSINFO[$(cmd)0]` there runs cmd.  So no value read
 # from a backup store, a file or a server reaches them before one of these has
-# accepted its whole text: numbers are decimal digits, a GTID text is exactly
-# the flavor's grammar (no whitespace; readers strip it first).  Anything else
-# is refused by the reader as `corrupt`.  Pure.
+# accepted its whole text: numbers are decimal digits; GTID texts never reach
+# bash arithmetic at all (see gtid_calc).  Anything else is refused by the
+# reader as `corrupt`.
 UINT_RE='^[0-9]{1,18}$'
-MDB_GTID_RE='[0-9]{1,10}-[0-9]{1,10}-[0-9]{1,19}'
-MYSQL_GTID_RE='[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}(:([A-Za-z_][A-Za-z0-9_]{0,31}|[0-9]{1,19}(-[0-9]{1,19})?))+'
 uint_ok() { [[ $1 =~ $UINT_RE ]]; }
 # gtid_text_ok TEXT: TEXT is a GTID set (MySQL) or GTID list (MariaDB), or empty.
-gtid_text_ok() {
-  case $FLAVOR in
-    mariadb) [[ $1 =~ ^($MDB_GTID_RE(,$MDB_GTID_RE)*)?$ ]] ;;
-    mysql)   [[ $1 =~ ^($MYSQL_GTID_RE(,$MYSQL_GTID_RE)*)?$ ]] ;;
-  esac
-}
+gtid_text_ok() { "$AGENT_BIN" gtid ok "$1" 2>/dev/null; }
 
-# --- MySQL GTID sets (bash only) -----------------------------------------------
-# Text format (RM 19.1.3.1): entries "uuid:interval[:interval]..." joined by
-# commas, an interval "n" or "n-m"; MySQL 8.4 adds tags, "uuid:tag:interval..."
-# (a tag token switches the tag for the intervals after it, so
-# "uuid:1-5:tag1:1-3" and "uuid:1-5,uuid:tag1:1-3" are the same set).  UUIDs
-# and tags are case-insensitive (kept lower case); whitespace and newlines, as
-# in gtid_executed, are ignored.
-# mysql_gtid_parse SET NAME: the set into the associative array NAME, one
-# key per "uuid" / "uuid:tag", value "s-e s-e ..." sorted and merged.
-mysql_gtid_parse() {
-  local -n _mg=$2
-  local entry tok uuid tag key s e
-  local -a toks=()
-  _mg=()
-  csv_items "$1"
-  for entry in "${CSV[@]}"; do
-    IFS=: read -r -a toks <<< "$entry"
-    uuid=${toks[0],,} tag=""
-    for tok in "${toks[@]:1}"; do
-      if [[ $tok =~ ^([0-9]+)(-([0-9]+))?$ ]]; then
-        s=$((10#${BASH_REMATCH[1]})) e=$((10#${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}))
-        key=$uuid${tag:+:$tag}
-        _mg[$key]+="${_mg[$key]:+ }$s-$e"
-      elif [ -n "$tok" ]; then
-        tag=${tok,,}
-      fi
-    done
-  done
-  for key in "${!_mg[@]}"; do _mg[$key]=$(mysql_gtid_merge ${_mg[$key]}); done
-}
-# mysql_gtid_merge S-E...: the intervals sorted and merged (adjacent ones too).
-mysql_gtid_merge() {
-  local iv s e cs="" ce="" out=""
-  while IFS=- read -r s e; do
-    [ -n "$s" ] || continue
-    if [ -z "$cs" ]; then cs=$s ce=$e
-    elif (( s <= ce + 1 )); then (( e > ce )) && ce=$e
-    else out+="${out:+ }$cs-$ce"; cs=$s ce=$e
-    fi
-  done < <(for iv in "$@"; do printf '%s\n' "$iv"; done | sort -t- -k1,1n -k2,2n)
-  [ -z "$cs" ] || out+="${out:+ }$cs-$ce"
-  printf '%s' "$out"
-}
-# mysql_gtid_format NAME: the parsed set NAME as text, keys sorted.
-mysql_gtid_format() {
-  local -n _mf=$1
-  local key iv out="" one
-  local -a keys=()
-  [ ${#_mf[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!_mf[@]}" | sort)
-  for key in "${keys[@]}"; do
-    [ -n "${_mf[$key]}" ] || continue
-    one=$key
-    for iv in ${_mf[$key]}; do
-      if [ "${iv%-*}" = "${iv#*-}" ]; then one+=":${iv%-*}"; else one+=":$iv"; fi
-    done
-    out+="${out:+,}$one"
-  done
-  printf '%s' "$out"
-}
-# mysql_gtid_normalize SET / mysql_gtid_union SET...: canonical text.
-mysql_gtid_normalize() { local -A _n=(); mysql_gtid_parse "$1" _n; mysql_gtid_format _n; }
-mysql_gtid_union() { mysql_gtid_normalize "$(IFS=,; printf '%s' "$*")"; }
-# mysql_gtid_subset A B: every GTID of A is in B (GTID_SUBSET).
-mysql_gtid_subset() {
-  local -A _a=() _b=()
-  local key iv s e biv bs be ok
-  mysql_gtid_parse "$1" _a
-  mysql_gtid_parse "$2" _b
-  for key in "${!_a[@]}"; do
-    for iv in ${_a[$key]}; do
-      s=${iv%-*} e=${iv#*-} ok=0
-      for biv in ${_b[$key]:-}; do
-        bs=${biv%-*} be=${biv#*-}
-        if (( bs <= s && e <= be )); then ok=1; break; fi
-      done
-      (( ok )) || return 1
-    done
-  done
-  return 0
-}
-# mysql_gtid_subtract A B: the GTIDs of A not in B, as text (GTID_SUBTRACT).
-mysql_gtid_subtract() {
-  local -A _a=() _b=() _r=()
-  local key iv s e biv bs be rest
-  mysql_gtid_parse "$1" _a
-  mysql_gtid_parse "$2" _b
-  for key in "${!_a[@]}"; do
-    rest=""
-    for iv in ${_a[$key]}; do
-      s=${iv%-*} e=${iv#*-}
-      for biv in ${_b[$key]:-}; do       # B's intervals are sorted
-        bs=${biv%-*} be=${biv#*-}
-        (( be < s )) && continue
-        (( bs > e )) && break
-        (( bs > s )) && rest+="${rest:+ }$s-$((bs - 1))"
-        s=$((be + 1))
-        (( s > e )) && break
-      done
-      (( s <= e )) && rest+="${rest:+ }$s-$e"
-    done
-    [ -z "$rest" ] || _r[$key]=$rest
-  done
-  mysql_gtid_format _r
-}
-
-# --- MariaDB GTID list helpers (bash only) ----------------------------------
-# A position/state is "d-s-n,d-s-n,...".
-# csv_items STRING: the non-empty comma separated items, whitespace removed,
-# into the global array CSV.  Every GTID function reads its input through here,
-# so a text that is not a GTID set or list of the flavor ends the script
-# (`corrupt`) before any of it reaches arithmetic; readers check it first and
-# name where it came from.
-csv_items() {
-  local -a raw=()
-  local x
-  CSV=()
-  IFS=, read -r -a raw <<< "${1//[[:space:]]/}" || true
-  for x in "${raw[@]}"; do [ -n "$x" ] && CSV+=("$x"); done
-  gtid_text_ok "$(IFS=,; printf '%s' "${CSV[*]}")" || fail corrupt "not a GTID text: '${1:0:200}'"
-  return 0
-}
-mdb_pos_max() {   # per domain, the GTID with the larger seq_no (union of positions)
-  local -A best=() bseq=()
-  local e d s n out=""
-  csv_items "$1,$2"
-  for e in "${CSV[@]}"; do
-    d=${e%%-*}; s=${e#*-}; n=${s#*-}
-    if [ -z "${bseq[$d]+x}" ] || (( n > bseq[$d] )); then bseq[$d]=$n; best[$d]=$e; fi
-  done
-  local -a doms=()
-  [ ${#best[@]} -gt 0 ] && mapfile -t doms < <(printf '%s\n' "${!best[@]}" | sort -n)
-  for d in "${doms[@]}"; do out+="${out:+,}${best[$d]}"; done
-  printf '%s' "$out"
-}
-mdb_state_max() { # union of states: per (domain, server_id) the highest seq_no
-  local -A best=()
-  local e k n out="" x
-  csv_items "$(IFS=,; printf '%s' "$*")"
-  for e in "${CSV[@]}"; do
-    k=${e%-*}; n=${e##*-}
-    if [ -z "${best[$k]+x}" ] || (( n > best[$k] )); then best[$k]=$n; fi
-  done
-  local -a keys=()
-  [ ${#best[@]} -gt 0 ] && mapfile -t keys < <(printf '%s\n' "${!best[@]}" | sort -t- -k1,1n -k2,2n)
-  for x in "${keys[@]}"; do out+="${out:+,}$x-${best[$x]}"; done
-  printf '%s' "$out"
-}
-mdb_pos_ge() {    # every domain of B is present in A with seq_no >= B's
-  local -A aseq=()
-  local e d n
-  csv_items "$1"
-  for e in "${CSV[@]}"; do
-    d=${e%%-*}; n=${e##*-}
-    if [ -z "${aseq[$d]+x}" ] || (( n > aseq[$d] )); then aseq[$d]=$n; fi
-  done
-  csv_items "$2"
-  for e in "${CSV[@]}"; do
-    d=${e%%-*}; n=${e##*-}
-    [ -n "${aseq[$d]+x}" ] && (( aseq[$d] >= n )) || return 1
-  done
-  return 0
-}
-mdb_state_subset() {  # every (d,s,n) of A has (d,s,m>=n) in B
-  local -A bseq=()
-  local e k n
-  csv_items "$2"
-  for e in "${CSV[@]}"; do
-    k=${e%-*}; n=${e##*-}
-    if [ -z "${bseq[$k]+x}" ] || (( n > bseq[$k] )); then bseq[$k]=$n; fi
-  done
-  csv_items "$1"
-  for e in "${CSV[@]}"; do
-    k=${e%-*}; n=${e##*-}
-    [ -n "${bseq[$k]+x}" ] && (( bseq[$k] >= n )) || return 1
-  done
-  return 0
-}
-# gtid_contains A B [POD]: A holds every transaction of B (executed+received
-# sets).  MySQL: B subset of A (GTID_SUBSET semantics, in bash).  MariaDB (states, one
-# d-s-n per domain and server_id): every (d,s,n) of B has (d,s,m>=n) in A,
-# and per domain A's highest seq_no is at least B's; this compares per
-# server_id, which positions alone cannot: two histories of the same length
-# written by different primaries are not the same.
-gtid_contains() {
-  case $FLAVOR in
-    mysql)   gtid_subset "$2" "$1" "${3:-}" ;;
-    mariadb) mdb_state_subset "$2" "$1" && mdb_pos_ge "$1" "$2" ;;
-  esac
-}
 # split_errant BASE MEMBER...: with EXEC[m] (executed set) and IDENT[m]
 # (server identity) of each MEMBER, sets ERRANT (members holding a transaction
 # they originated themselves that neither BASE -- e.g. the old primary's
 # executed set, "-" when there is none -- nor any other member has) and
-# NONERRANT (the others), both in the order given.  The rule needs another
-# set to compare with: a sole member without BASE is never errant.  Pure.
+# NONERRANT (the others), both in the order given.  The agent's `gtid errant`
+# decides; a sole member without BASE is never errant.
 split_errant() {
-  local base=$1 p q others n; shift
+  local base=$1 p out args=(); shift
+  for p in "$@"; do args+=("$p" "${IDENT[$p]}" "${EXEC[$p]}"); done
+  out=$("$AGENT_BIN" gtid errant "$base" "${args[@]}") || fail corrupt "the members' GTID sets do not parse (the log says which)"
   ERRANT=() NONERRANT=()
-  for p in "$@"; do
-    others="" n=0
-    if [ "$base" != - ]; then others=$base; n=1; fi
-    for q in "$@"; do
-      [ "$q" = "$p" ] && continue
-      others=$(gtid_union "$others" "${EXEC[$q]}"); n=$((n + 1))
-    done
-    if (( n > 0 )) && gtid_own_errant "${EXEC[$p]}" "$others" "${IDENT[$p]}"; then
-      ERRANT+=("$p")
-    else
-      NONERRANT+=("$p")
-    fi
-  done
+  [ -z "$out" ] || mapfile -t ERRANT <<< "$out"
+  for p in "$@"; do is_member_of "$p" "${ERRANT[@]}" || NONERRANT+=("$p"); done
 }
 # choose_most_advanced NAME...: the first NAME (callers list the preferred
-# first) whose set CAND_SET[NAME] contains every other NAME's (gtid_contains);
-# returns 1 when none does (diverged).  Pure.
+# first) whose set CAND_SET[NAME] contains every other NAME's; returns 1 when
+# none does (diverged).  The agent's `gtid choose` decides.
 declare -A CAND_SET=()
 choose_most_advanced() {
-  local c o ok
-  for c in "$@"; do
-    ok=1
-    for o in "$@"; do
-      [ "$o" = "$c" ] && continue
-      gtid_contains "${CAND_SET[$c]}" "${CAND_SET[$o]}" "$c" || { ok=0; break; }
-    done
-    if (( ok )); then printf '%s' "$c"; return 0; fi
-  done
-  return 1
-}
-# Union of several GTID sets / states, as text (MySQL: normalized).  Pure.
-gtid_union() {
-  local out="" x
-  for x in "$@"; do [ -n "$x" ] && out+="${out:+,}$x"; done
-  if [ "$FLAVOR" = mysql ]; then mysql_gtid_normalize "$out"; else printf '%s' "$out"; fi
+  local p args=()
+  for p in "$@"; do args+=("$p" "${CAND_SET[$p]}"); done
+  gtid_calc choose "${args[@]}"
 }
 
 # --- replica status ----------------------------------------------------------
@@ -1570,17 +1326,6 @@ binlog_fetch_one() {
   timeout "${BINLOG_TIMEOUT:-1800}" "$BINLOG" --defaults-extra-file="$CNF" --read-from-remote-server --raw \
     --protocol=TCP --host="$(pod_host "$pod")" --port="$(pod_port "$pod")" --result-file="$dir/" "$f"
 }
-# gtid_within START POS: every transaction of the state START is inside the
-# position POS (a binary log that began at START can continue a dump taken
-# at POS).  MySQL: START subset of POS.  MariaDB: per domain, START's
-# sequence numbers are at most POS's (strict mode: one increasing sequence
-# per domain).  Pure.
-gtid_within() {
-  case $FLAVOR in
-    mysql)   mysql_gtid_subset "$1" "$2" ;;
-    mariadb) mdb_pos_ge "$2" "$(mdb_pos_max "$1" "")" ;;
-  esac
-}
 # epoch_of 'YYYY-MM-DD HH:MM:SS' (UTC) / utc_of EPOCH: conversions.
 epoch_of() { TZ=UTC date -d "$1" +%s; }
 utc_of() { TZ=UTC date -d "@$1" '+%Y-%m-%d %H:%M:%S'; }
@@ -1792,26 +1537,8 @@ mdb_dump_data() {
 # dump's position: each entry as before, the position's own (domain,
 # server_id) at the position.  Returns 1 when that cannot be known: an entry
 # of another server_id changed while the dump ran (a role change), or the
-# position is not between the two states.  Pure.
-mdb_seed_state() {
-  local before=$1 after=$2 pos=$3 e k out=""
-  local -A b=() a=() p=()
-  csv_items "$before"; for e in "${CSV[@]}"; do b[${e%-*}]=${e##*-}; done
-  csv_items "$after";  for e in "${CSV[@]}"; do a[${e%-*}]=${e##*-}; done
-  csv_items "$pos";    for e in "${CSV[@]}"; do p[${e%-*}]=${e##*-}; done
-  (( ${#p[@]} > 0 )) || return 1
-  for k in "${!b[@]}"; do [ -n "${a[$k]+x}" ] || return 1; done
-  for k in "${!a[@]}"; do
-    [ -n "${p[$k]+x}" ] && continue
-    [ "${b[$k]:-}" = "${a[$k]}" ] || return 1
-    out+="${out:+,}$k-${a[$k]}"
-  done
-  for k in "${!p[@]}"; do
-    [ -n "${a[$k]+x}" ] && (( ${b[$k]:-0} <= p[$k] && p[$k] <= a[$k] )) || return 1
-    out+="${out:+,}$k-${p[$k]}"
-  done
-  mdb_state_max "$out"
-}
+# position is not between the two states (agent/src/gtid_calc.rs).
+mdb_seed_state() { gtid_calc seed-state "$1" "$2" "$3"; }
 # mdb_seed_finish POD STATE POS: after the load, POD's GTID history is the
 # donor's at the snapshot: gtid_binlog_state := STATE (its binary log is empty
 # since mdb_seed_begin), gtid_slave_pos := POS; then events the copy brought

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dbcluster import SCRIPTS
+from dbcluster import AGENT, SCRIPTS
 
 U1 = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 U2 = "aaaaaaaa-0000-0000-0000-000000000002"
@@ -29,7 +29,9 @@ def sh(flavor: str, body: str, **env) -> subprocess.CompletedProcess:
     line unless BODY calls finish/fail."""
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FLAVOR": flavor,
             "PODS": "db-0=127.0.0.1:9 db-1=[::1]:3307 db-2=db-2.db.ns.svc:3306",
-            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp"}
+            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp",
+            # the GTID functions are the agent's `gtid` (agent/src/gtid_calc.rs)
+            "AGENT_BIN": str(AGENT)}
     full.update(env)
     script = f'. "{SCRIPTS}/common.sh"\nRESULT_DONE=1\n{body}\n'
     return subprocess.run(["bash"], input=script, env=full, capture_output=True, text=True, timeout=120)
@@ -97,24 +99,25 @@ def test_tsv_fields_keeps_empty_fields(flavor):
 # ------------------------------------------------------------ MySQL GTID sets
 
 def test_mysql_gtid_text():
-    assert out("mysql", f'mysql_gtid_normalize "{U1.upper()}:1-5:7,\n {U1}:6"') == f"{U1}:1-7"
+    """The scripts' GTID functions, computed by the agent's `gtid` (agent/src/gtid_calc.rs)."""
+    assert out("mysql", f'gtid_union "{U1.upper()}:1-5:7,\n {U1}:6"') == f"{U1}:1-7"
     # 8.4 tags: a tag token switches the tag of the intervals after it
-    assert out("mysql", f'mysql_gtid_normalize "{U2}:2:TAG1:1-3:5,{U2}:tag1:4"') == f"{U2}:2,{U2}:tag1:1-5"
-    assert out("mysql", f'mysql_gtid_union "{U1}:1-3" "" "{U1}:4-9,{U2}:1"') == f"{U1}:1-9,{U2}:1"
-    assert out("mysql", f'mysql_gtid_subtract "{U1}:21-57" "{U1}:20-25,{U1}:30,{U1}:40-60"') == f"{U1}:26-29:31-39"
-    assert out("mysql", f'mysql_gtid_subtract "{U1}:1-10:t:1-5" "{U1}:t:2"') == f"{U1}:1-10,{U1}:t:1:3-5"
-    assert out("mysql", f'mysql_gtid_subtract "{U1}:1-3" "{U1}:1-9"') == ""
+    assert out("mysql", f'gtid_union "{U2}:2:TAG1:1-3:5,{U2}:tag1:4"') == f"{U2}:2:tag1:1-5", "as MySQL prints it"
+    assert out("mysql", f'gtid_union "{U1}:1-3" "" "{U1}:4-9,{U2}:1"') == f"{U1}:1-9,{U2}:1"
+    assert out("mysql", f'gtid_subtract "{U1}:21-57" "{U1}:20-25,{U1}:30,{U1}:40-60"') == f"{U1}:26-29:31-39"
+    assert out("mysql", f'gtid_subtract "{U1}:1-10:t:1-5" "{U1}:t:2"') == f"{U1}:1-10:t:1:3-5"
+    assert out("mysql", f'gtid_subtract "{U1}:1-3" "{U1}:1-9"') == ""
     # the manual's GTID_SUBSET examples (RM 14.18.2)
-    assert ok("mysql", f'mysql_gtid_subset "{U1}:23" "{U1}:21-57"')
-    assert not ok("mysql", f'mysql_gtid_subset "{U1}:20-25" "{U1}:21-57"')
-    assert ok("mysql", 'mysql_gtid_subset "" ""') and ok("mysql", f'mysql_gtid_subset "" "{U1}:1"')
-    assert not ok("mysql", f'mysql_gtid_subset "{U1}:1" ""')
-    assert not ok("mysql", f'mysql_gtid_subset "{U1}:t:1" "{U1}:1"'), "a tagged GTID is another transaction"
+    assert ok("mysql", f'gtid_subset "{U1}:23" "{U1}:21-57"')
+    assert not ok("mysql", f'gtid_subset "{U1}:20-25" "{U1}:21-57"')
+    assert ok("mysql", 'gtid_subset "" ""') and ok("mysql", f'gtid_subset "" "{U1}:1"')
+    assert not ok("mysql", f'gtid_subset "{U1}:1" ""')
+    assert not ok("mysql", f'gtid_subset "{U1}:t:1" "{U1}:1"'), "a tagged GTID is another transaction"
     # a long-lived cluster: many sources and intervals, far beyond 1024 bytes
     big = ",".join(f"{i:08x}-0000-0000-0000-000000000000:1-{1000 + i}:{2000 + i}-{3000 + i}" for i in range(60))
     assert len(big) > 3000
-    assert ok("mysql", f'mysql_gtid_subset "{big}" "{big},{U1}:1"')
-    assert not ok("mysql", f'mysql_gtid_subset "{big},{U1}:1" "{big}"')
+    assert ok("mysql", f'gtid_subset "{big}" "{big},{U1}:1"')
+    assert not ok("mysql", f'gtid_subset "{big},{U1}:1" "{big}"')
 
 
 def _rand_set(rng):
@@ -144,8 +147,8 @@ def test_mysql_gtid_sets_against_a_model():
     body = []
     for a, b in cases:
         ta, tb = _text(a, rng), _text(b, rng)
-        body.append(f'mysql_gtid_subset "{ta}" "{tb}" && printf "1|" || printf "0|"; '
-                    f'mysql_gtid_subtract "{ta}" "{tb}"; printf "|"; mysql_gtid_union "{ta}" "{tb}"; echo')
+        body.append(f'gtid_subset "{ta}" "{tb}" && printf "1|" || printf "0|"; '
+                    f'gtid_subtract "{ta}" "{tb}"; printf "|"; gtid_union "{ta}" "{tb}"; echo')
     lines = out("mysql", "\n".join(body)).splitlines()
     assert len(lines) == len(cases)
 
@@ -173,10 +176,10 @@ def test_mysql_gtid_sets_against_a_model():
 
 def test_mariadb_gtid_lists():
     assert out("mariadb", 'mdb_pos_max "0-1-5,1-2-3" "0-2-9,1-2-1"') == "0-2-9,1-2-3"
-    assert out("mariadb", 'mdb_state_max "0-1-5,0-2-7" "0-1-9,1-3-2" ""') == "0-1-9,0-2-7,1-3-2"
-    assert ok("mariadb", 'mdb_state_subset "0-1-5" "0-1-9,0-2-1"')
-    assert not ok("mariadb", 'mdb_state_subset "0-1-5,0-3-1" "0-1-9"')
-    assert ok("mariadb", 'mdb_pos_ge "0-2-10" "0-1-9"') and not ok("mariadb", 'mdb_pos_ge "0-2-8" "0-1-9"')
+    assert out("mariadb", 'gtid_union "0-1-5,0-2-7" "0-1-9,1-3-2" ""') == "0-1-9,0-2-7,1-3-2"
+    assert ok("mariadb", 'gtid_subset "0-1-5" "0-1-9,0-2-1"')
+    assert not ok("mariadb", 'gtid_subset "0-1-5,0-3-1" "0-1-9"')
+    assert ok("mariadb", 'gtid_ge "0-2-10" "0-1-9"') and not ok("mariadb", 'gtid_ge "0-2-8" "0-1-9"')
     assert out("mariadb", 'gtid_subtract "0-1-20,0-9-21" "0-1-20"') == "0-9-21"
 
 
@@ -190,8 +193,7 @@ def test_gtid_functions_refuse_text_that_is_not_a_gtid(flavor, tmp_path):
     """Issue 30.2: a value that bash would evaluate (and so run a command
     from) is refused as `corrupt` by every GTID function, never evaluated."""
     calls = ["gtid_within", "gtid_subset", "gtid_contains", "gtid_ge", "gtid_subtract", "gtid_own_errant"]
-    calls += (["mysql_gtid_subset", "mysql_gtid_subtract", "mysql_gtid_union"] if flavor == "mysql" else
-              ["mdb_pos_ge", "mdb_state_subset", "mdb_pos_max", "mdb_state_max"])
+    calls += ["gtid_union"] + (["mdb_pos_max"] if flavor == "mariadb" else [])
     good = f"{U1}:1-5" if flavor == "mysql" else "0-1-5"
     for i, call in enumerate(calls):
         mark = tmp_path / f"mark-{i}"
@@ -375,7 +377,9 @@ def test_seed_users_lose_only_their_proxy_grants():
     r = subprocess.run(["bash", "-c", f'. "{SCRIPTS}/common.sh"; RESULT_DONE=1; mdb_users_loadable'],
                        input=dump, capture_output=True, text=True, timeout=60,
                        env={"PATH": os.environ.get("PATH", ""), "FLAVOR": "mariadb", "PODS": "db-0=127.0.0.1:9",
-                            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp"})
+                            "MYSQL_ROOT_PASSWORD": "x", "TERMINATION_LOG": "/dev/null", "TMPDIR": "/tmp",
+            # the GTID functions are the agent's `gtid` (agent/src/gtid_calc.rs)
+            "AGENT_BIN": str(AGENT)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [dump.splitlines()[i] for i in (0, 1, 3)]
 
