@@ -125,6 +125,17 @@ impl Server {
             Err(mysql::Error::MySqlError(e)) if e.code == ER_ACCESS_DENIED => {
                 Err(ConnectError::Refused(format!("{pod}: {user}: {}", e.message)))
             }
+            // MySQL answers a login for an account it does not have with a switch
+            // to `sha256_password` (so that a client cannot tell which accounts
+            // exist), a plugin this client does not speak and no account of ours
+            // uses: the server answered and refused this account. Counted as
+            // unreachable, it kept the agent from logging in as root on a server
+            // that has no operator account yet (seen on MySQL 9.7).
+            Err(mysql::Error::DriverError(mysql::DriverError::UnknownAuthPlugin(plugin))) => {
+                Err(ConnectError::Refused(format!(
+                    "{pod}: {user}: the server asked for the {plugin} plugin, which no account of ours uses: no such account"
+                )))
+            }
             Err(e) => Err(ConnectError::Unreachable(format!("{pod}: {e}"))),
         }
     }

@@ -135,6 +135,28 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
         c.close()
 
 
+@pytest.mark.all_servers
+def test_the_agent_falls_back_to_root_where_the_operator_is_unknown(world, request):
+    """A server without mysqlhook@'%' (made before the account, or a volume kept
+    from before it): the agent logs in as root instead while root's password is
+    given.  MySQL answers a login for an account it does not have with a switch
+    to `sha256_password` (against account enumeration), which the agent's client
+    cannot speak: that counted as unreachable, not refused, so the agent never
+    tried root (seen on the real node with MySQL 9.7: a replica on a volume kept
+    from before a scale-down stayed NotReady, its relay log drain 'unreachable')."""
+    c = Cluster(world, request.node.name, legacy=True)
+    try:
+        c.bootstrap()
+        op = {"OPERATOR_PASSWORD_FILE": world.operator_password_file}
+        r = c.run("inspect", PRIMARY="db-0", **op)
+        assert r.rc == 0 and [s.get("up") for s in r.json["servers"]] == [True, True, True], r
+        r = c.run("drain", DRAIN_POD="db-1", DRAIN_SECONDS="5", **op)
+        assert r.rc == 0 and r.json["result"] == "drained", r
+        REPORT.append(f"operator account unknown ({world.kind.name}): the agent logged in as root instead")
+    finally:
+        c.close()
+
+
 def operator_login(c, server, password: str) -> bool:
     """The operator logs in over TCP with `password` (the server's own client)."""
     cnf = client_cnf(c.world.root / c.tag / "login-op.cnf", "mysqlhook", password)
