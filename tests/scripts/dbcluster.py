@@ -459,7 +459,9 @@ class Server:
                 self.query("SELECT 1")
                 return
             except subprocess.CalledProcessError as e:
-                if "1045" in (e.stderr or ""):
+                # "ERROR 1045", not "1045": a port such as 11045 in "Can't
+                # connect to ... 127.0.0.1:11045" failed a slow start as a refusal.
+                if "ERROR 1045" in (e.stderr or ""):
                     raise SetupError(f"{self.name}: {e.stderr}") from e
                 time.sleep(0.2)
         raise SetupError(f"{self.name}: not ready after {timeout}s\n" + self.tail_log())

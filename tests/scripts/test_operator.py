@@ -94,7 +94,7 @@ def test_a_legacy_cluster_moves_to_the_operator_account(world, request):
         for s in c.servers:
             assert accounts(s) == [["mysqlhook", "%"], ["root", "localhost"]], s.name
             denied = tcp_login(world, s, "root", ROOT_PASSWORD)
-            assert denied.returncode != 0 and "1045" in denied.stderr, denied
+            assert denied.returncode != 0 and "ERROR 1045" in denied.stderr, denied
             assert socket_root(world, s).stdout.strip() == "root@localhost"
         # Nothing was written on a replica directly: every GTID is the primary's.
         for s in (c["db-1"], c["db-2"]):

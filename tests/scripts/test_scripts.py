@@ -77,7 +77,7 @@ def test_init_creates_root_without_gtid_and_survives_crashes(world, request):
         root_tcp = subprocess.run(["mariadb", f"--defaults-extra-file={world.cnf_root}", "--protocol=TCP",
                                    "-h", "127.0.0.1", "-P", str(s.port), "-N", "-B", "-e", "SELECT 1"],
                                   capture_output=True, text=True, timeout=30)
-        assert root_tcp.returncode != 0 and "1045" in root_tcp.stderr, root_tcp
+        assert root_tcp.returncode != 0 and "ERROR 1045" in root_tcp.stderr, root_tcp
         assert s.read_only(), "the hook's my.cnf (read_only=ON) is in effect"
         assert s.value("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'test'") == "0"
         accounts = s.query("SELECT user, host, authentication_string FROM mysql.user ORDER BY user, host")
