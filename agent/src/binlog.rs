@@ -105,6 +105,86 @@ pub fn run(ctx: &Context, env: &dyn Env) -> Result<protocol::Report> {
     })
 }
 
+/// The start state printed by the flavor's binary log tool (`mysqlbinlog`,
+/// `mariadb-binlog`) for a file's first events: MySQL's `Previous-GTIDs` line
+/// followed by the set on `# ` lines (`# [empty]` for a server's first file, as
+/// MySQL 9.7 prints it), MariaDB's `Gtid list [` folded over `# ` lines up to `]`.
+///
+/// # Errors
+/// `no-header` when the text holds no such event, `corrupt` when its text does not
+/// parse.
+pub fn start_state_in_tool_output(flavor: Flavor, out: &str) -> Result<String> {
+    let mut lines = out.lines();
+    let none = || Failure::new("no-header", format!("no {} event in the file's first events", header_event(flavor)));
+    match flavor {
+        Flavor::Mysql => {
+            lines.by_ref().find(|l| l.contains("Previous-GTIDs")).ok_or_else(none)?;
+            let mut set = String::new();
+            for l in lines {
+                match l.strip_prefix("# ") {
+                    Some(rest) if !l.starts_with("# at ") => set.push_str(rest.trim()),
+                    _ => break,
+                }
+            }
+            let set = if set == "[empty]" { String::new() } else { set };
+            start_state_of(flavor, &set)
+        }
+        Flavor::Mariadb => {
+            let first = lines.by_ref().find_map(|l| l.split_once("Gtid list [").map(|(_, r)| r)).ok_or_else(none)?;
+            let mut list = format!("[{}", first.trim());
+            for l in lines {
+                if list.contains(']') {
+                    break;
+                }
+                let rest = l
+                    .strip_prefix("# ")
+                    .ok_or_else(|| Failure::new("corrupt", format!("Gtid_list event folded over {l:?}")))?;
+                list.push_str(rest.trim());
+            }
+            let end = list.find(']').ok_or_else(|| Failure::new("corrupt", format!("{list:?} has no ']'")))?;
+            start_state_of(flavor, &list[..=end])
+        }
+    }
+}
+
+/// `mysql-hook-agent binlog-header`: the start state of the binary log file at
+/// `BINLOG_PATH` (a file fetched into a backup or the archive), read by running the
+/// flavor's tool `BINLOG_TOOL` (`FLAVOR`) on its first 4 KiB, written (canonical
+/// text) to `BINLOG_START_OUT`. The scripts parsed the tool's text in bash, and
+/// took MySQL 9.7's `[empty]` (a server's first file) for a missing header: every
+/// point-in-time restore on MySQL failed `binlog-gap` (seen on the real node).
+///
+/// # Errors
+/// `bad-env`, `no-header` (the tool failed, or printed no header), `corrupt`.
+pub fn run_file(env: &dyn Env) -> Result<protocol::Report> {
+    let flavor = match env.var("FLAVOR").as_deref() {
+        Some("mysql") => Flavor::Mysql,
+        Some("mariadb") => Flavor::Mariadb,
+        other => return Err(Failure::new("bad-env", format!("FLAVOR must be mysql or mariadb (got {other:?})"))),
+    };
+    let path = env.var("BINLOG_PATH").ok_or_else(|| Failure::new("bad-env", "BINLOG_PATH is required"))?;
+    let tool = env.var("BINLOG_TOOL").ok_or_else(|| Failure::new("bad-env", "BINLOG_TOOL is required"))?;
+    let out = env.var("BINLOG_START_OUT").ok_or_else(|| Failure::new("bad-env", "BINLOG_START_OUT is required"))?;
+    let run = std::process::Command::new(&tool)
+        .arg("--stop-position=4096")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Failure::new("bad-env", format!("{tool}: {e}")))?;
+    let text = String::from_utf8_lossy(&run.stdout);
+    let state = start_state_in_tool_output(flavor, &text).map_err(|f| {
+        let err = String::from_utf8_lossy(&run.stderr);
+        Failure::new(f.reason, format!("{path}: {} ({tool}: {}, {})", f.message, run.status, err.trim()))
+    })?;
+    std::fs::write(Path::new(&out), &state)
+        .map_err(|e| Failure::new("bad-env", format!("BINLOG_START_OUT: {out}: {e}")))?;
+    Ok(protocol::Report {
+        gtid: Some(state),
+        message: Some(format!("start state of {path}")),
+        ..protocol::Report::new("binlog-start")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +204,22 @@ mod tests {
     fn the_two_characters_a_batch_client_printed_are_refused() {
         let e = start_state_of(Flavor::Mysql, &format!("{A}:1-5,\\n{B}:1-3"));
         assert_eq!(e.map_err(|f| f.reason), Err("corrupt"));
+    }
+
+    #[test]
+    fn the_tools_text_of_a_header() {
+        // mysqlbinlog 9.7.4 on a server's first file, and on a later one.
+        let first = "# at 127\n#261207 15:32:35 server id 3  end_log_pos 158 CRC32 0x8ed2e38e \tPrevious-GTIDs\n# [empty]\n# at 158\n";
+        assert_eq!(start_state_in_tool_output(Flavor::Mysql, first), Ok(String::new()));
+        let later = format!("#261207 \tPrevious-GTIDs\n# {B}:1-2457,\n# {A}:1-4086\n# at 278\n#261207 GTID\n");
+        assert_eq!(start_state_in_tool_output(Flavor::Mysql, &later), Ok(format!("{A}:1-4086,{B}:1-2457")));
+        assert_eq!(start_state_in_tool_output(Flavor::Mysql, "# at 4\n").map_err(|f| f.reason), Err("no-header"));
+        // mariadb-binlog folds a long list over lines.
+        let folded = "#261207 server id 1 \tGtid list [0-2-781,\n# 0-1-1828,\n# 0-3-1830]\n# at 300\n";
+        assert_eq!(start_state_in_tool_output(Flavor::Mariadb, folded), Ok("0-1-1828,0-2-781,0-3-1830".to_owned()));
+        assert_eq!(start_state_in_tool_output(Flavor::Mariadb, "Gtid list []\n"), Ok(String::new()));
+        let bad = "Gtid list [0-1-1,\nBASH_VERSINFO[$(id)0]\n";
+        assert_eq!(start_state_in_tool_output(Flavor::Mariadb, bad).map_err(|f| f.reason), Err("corrupt"));
     }
 
     #[test]

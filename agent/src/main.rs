@@ -103,13 +103,14 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "fence" => agent::fence::run(&Context::from_env(env)?, env),
         "binlog-start" => agent::binlog::run(&Context::from_env(env)?, env),
         "dump-position" => agent::dump::run(env),
+        "binlog-header" => agent::binlog::run_file(env),
         "received" => agent::relay::run_received(&Context::from_env(env)?, env),
         "drain" => agent::relay::run_drain(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
             format!(
-                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, dump-position, received, drain"
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, received, drain"
             ),
         )),
     }

@@ -1277,38 +1277,13 @@ binlog_number() {
   printf '%d' "$((10#$n))"
 }
 # binlog_start_state FILE: the GTIDs the server had binlogged before FILE
-# began, read from FILE's header.
-# MySQL: the Previous_gtids event (mysqlbinlog prints "Previous-GTIDs" and the
-#   set on the following "# " lines).
-# MariaDB: the Gtid_list event ("Gtid list [d-s-n,...]"), the binlog state:
-#   one GTID per domain and server id, so a cluster whose primary has moved
-#   has several, and mariadb-binlog folds them one per line ("Gtid list
-#   [0-2-781,", "# 0-1-1828,", "# 0-3-1830]").
+# began, read from FILE's header (MySQL's Previous_gtids, MariaDB's Gtid_list
+# event) through the flavor's binary log tool, canonical text: the agent's
+# `binlog-header` (agent/src/binlog.rs, ported from here: the bash took MySQL
+# 9.7's "[empty]", a server's first file, for a missing header, and every
+# point-in-time restore on MySQL failed binlog-gap).
 binlog_start_state() {
-  local line out="" prev=0 found=0
-  while IFS= read -r line; do
-    case $FLAVOR in
-      mariadb)
-        if (( prev )); then
-          [[ $line == '# '* ]] || return 1
-          out+=${line#\# }
-        elif [[ $line =~ Gtid\ list\ \[(.*)$ ]]; then
-          out=${BASH_REMATCH[1]} prev=1
-        fi
-        if (( prev )) && [[ $out == *']'* ]]; then out=${out%%]*} found=1; break; fi ;;
-      mysql)
-        if [[ $line == *Previous-GTIDs* ]]; then prev=1; continue; fi
-        if (( prev )); then
-          [[ $line == '# at '* || $line != '# '* ]] && { found=1; break; }
-          out+=${line#\# }
-        fi ;;
-    esac
-  done < <("$BINLOG" --stop-position=4096 "$1" 2>/dev/null)
-  [ "$FLAVOR" = mysql ] && found=$prev
-  (( found )) || return 1
-  out=${out//[[:space:]]/}
-  gtid_text_ok "$out" || return 1
-  printf '%s' "$out"
+  agent_value "start state of $1" BINLOG_START_OUT binlog-header BINLOG_PATH="$1" BINLOG_TOOL="$BINLOG"
 }
 # sql_binlog_start_state POD FILE: binlog_start_state of FILE, read on POD,
 # canonical text: the agent's `binlog-start` (agent/src/binlog.rs, ported from
