@@ -16,6 +16,7 @@
 //! - [`status`]: replica status, typed;
 //! - [`binlog`]: the binary log archive's reads (a file's start state);
 //! - [`dump`]: the position a logical dump records;
+//! - [`catalog`]: the schemas and accounts a backup carries, read twice around its dump;
 //! - [`relay`]: what a replica received, and applying all of it before a promotion;
 //! - [`gtid_calc`]: the scripts' GTID comparisons (`gtid subset A B`, ...);
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
@@ -27,6 +28,7 @@
 //! - [`scale_down`]: the proof that lets the failover arithmetic shrink after a scale-down.
 
 pub mod binlog;
+pub mod catalog;
 pub mod context;
 pub mod dump;
 pub mod exporter_user;

@@ -103,6 +103,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "fence" => agent::fence::run(&Context::from_env(env)?, env),
         "binlog-start" => agent::binlog::run(&Context::from_env(env)?, env),
         "dump-position" => agent::dump::run(env),
+        "catalog" => agent::catalog::run(&Context::from_env(env)?, env),
         "binlog-header" => agent::binlog::run_file(env),
         "received" => agent::relay::run_received(&Context::from_env(env)?, env),
         "drain" => agent::relay::run_drain(&Context::from_env(env)?, env),
@@ -110,7 +111,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         other => Err(Failure::new(
             "bad-env",
             format!(
-                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, received, drain"
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, catalog, received, drain"
             ),
         )),
     }

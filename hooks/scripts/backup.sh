@@ -5,7 +5,10 @@
 #                  gzip -1 (issue 19.4; BACKUP_COMPRESSION=none keeps dump.sql:
 #                  restore.sh reads either, and backups of older versions)
 #   accounts.sql   every user and role with its authentication and grants,
-#                  except root and the replication account (issue 19.2)
+#                  except root and the replication account (issue 19.2), as
+#                  they were before the dump and after it (the agent's
+#                  `catalog`; a schema or account changed during the dump
+#                  fails the attempt `catalog-changed`, issue 34.6)
 #   binlog/        every binary log file the source still has (raw copies,
 #                  fetched over the replication protocol) for point-in-time
 #                  recovery up to the moment of the backup; a later backup's
@@ -126,7 +129,11 @@ t0=$CLOCK x0=$POS
 # the dump 3.4 times smaller for 20 s more (docs/performance.md).
 dumpfile=$work/dump.sql
 [ "$BACKUP_COMPRESSION" = gzip ] && dumpfile+=.gz
-mapfile -t dbs < <(sql_user_schemas "$source")
+# The schemas and accounts, read before the dump and again after it (the agent's
+# `catalog`, agent/src/catalog.rs): neither can be read inside the dump's
+# snapshot, so the dump is kept only when both reads are equal (issue 34.6).
+catalog "$source" "$work/catalog.0" || fail no-source "reading the schemas and accounts of $source failed"
+mapfile -d '' -t dbs < "$work/catalog.0/schemas"
 if (( ${#dbs[@]} > 0 )); then
   dump_cmd "$source" "$dumpfile" "${dbs[@]}"
   gtid=$(dump_gtid "$dumpfile")
@@ -140,7 +147,15 @@ else
                "$( [ -n "$gtid" ] && printf "SET @@GLOBAL.GTID_PURGED='%s';" "$gtid")" ;;
   esac | if [ "$BACKUP_COMPRESSION" = gzip ]; then gzip -1; else cat; fi > "$dumpfile"
 fi
-accounts_dump "$source" "$work/accounts.sql"
+rc=0; catalog "$source" "$work/catalog.1" "$work/catalog.0" || rc=$?
+case $rc in
+  0) ;;
+  75) fail catalog-changed "$(<"$work/catalog.1/changes"); the Job's next attempt dumps again" ;;
+  *) fail no-source "reading the schemas and accounts of $source again failed" ;;
+esac
+mv "$work/catalog.1/accounts.sql" "$work/accounts.sql"
+ACCOUNTS=$(<"$work/catalog.1/accounts.count")
+rm -rf "$work/catalog.0" "$work/catalog.1"
 
 # The dump holds only the primary's history, and at least what it had at t0.
 pe=$(sql_gtid_executed "$primary") || fail no-primary "$primary stopped answering"

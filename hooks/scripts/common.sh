@@ -427,6 +427,17 @@ agent_value() {
   log "$what: ${out:-the agent did not answer}"
   return 1
 }
+# catalog POD DIR [SINCE]: POD's application schemas and the statements that
+# recreate its accounts, written into DIR by the agent's `catalog`
+# (agent/src/catalog.rs, ported from here).  With SINCE (an earlier catalog's
+# DIR) it returns 75 when they differ from that one, and says what changed in
+# DIR/changes.
+catalog() {
+  local out rc=0
+  out=$(CATALOG_POD=$1 CATALOG_OUT=$2 CATALOG_SINCE=${3:-} TERMINATION_LOG=/dev/null "$AGENT_BIN" catalog) || rc=$?
+  log "catalog of $1: ${out:-the agent did not answer}"
+  return $rc
+}
 fence() {
   local out
   if out=$(FENCE_POD=$1 FENCE_SHUTDOWN=${FENCE_SHUTDOWN:-0} TERMINATION_LOG=/dev/null "$AGENT_BIN" fence); then
@@ -1352,59 +1363,6 @@ binlog_continuity() {
     prev=$f ps=$s
   done
   return 0
-}
-
-# Accounts a backup carries (issue 19.2): every user and role except the
-# operator's own (root, the replication account and the operator account,
-# which every new cluster creates itself) and the server's built-in ones.  Rows: the quoted account
-# name, TAB, 1 for a role.
-# MySQL: mysql.user (RM 8.2.3, grant tables); a role is a locked account there,
-#   created with CREATE USER like any other.
-# MariaDB: mysql.user with is_role (a role has no host; PUBLIC is built in).
-sql_backup_accounts() {
-  local u="CONCAT('\`', REPLACE(user, '\`', '\`\`'), '\`')"
-  local uh="CONCAT($u, '@\`', REPLACE(host, '\`', '\`\`'), '\`')"
-  case $FLAVOR in
-    mysql) sql "$1" "SELECT $uh, 0 FROM mysql.user
-      WHERE user NOT IN ('root', '$REPL_USER', '$OPERATOR_USER', 'mysql.sys', 'mysql.session', 'mysql.infoschema', '')
-      ORDER BY user, host" ;;
-    mariadb) sql "$1" "SELECT IF(is_role = 'Y', $u, $uh), IF(is_role = 'Y', 1, 0) FROM mysql.user
-      WHERE user NOT IN ('root', '$REPL_USER', '$OPERATOR_USER', 'mariadb.sys', 'PUBLIC', '')
-      ORDER BY is_role DESC, user, host" ;;
-  esac
-}
-# accounts_dump POD FILE: the statements that recreate those accounts with
-# their authentication and grants: first every account (dropped if it exists,
-# so a rerun after a crash starts clean), then every grant (roles exist by
-# then), written to FILE.
-# MySQL: SHOW CREATE USER (RM 15.7.7.13; print_identified_with_as_hex so a
-#   binary hash survives as text, 8.0.17+), SHOW GRANTS (RM 15.7.7.23).
-# MariaDB: roles: CREATE ROLE; users: SHOW CREATE USER; both: SHOW GRANTS
-#   (which ends with SET DEFAULT ROLE where one is set).
-accounts_dump() {
-  local pod=$1 out=$2 acct role line pre=""
-  local -a accts=() roles=()
-  [ "$FLAVOR" = mysql ] && pre="SET SESSION print_identified_with_as_hex=ON;"
-  while IFS=$'\t' read -r acct role; do
-    [ -n "$acct" ] && accts+=("$acct") roles+=("$role")
-  done < <(sql_backup_accounts "$pod")
-  {
-    printf -- '-- accounts of %s (not root, not %s, not %s), written by backup.sh\n' "$pod" "$REPL_USER" "$OPERATOR_USER"
-    local i
-    for i in "${!accts[@]}"; do
-      acct=${accts[i]}
-      if [ "${roles[i]}" = 1 ]; then
-        printf 'DROP ROLE IF EXISTS %s;\nCREATE ROLE %s;\n' "$acct" "$acct"
-      else
-        printf 'DROP USER IF EXISTS %s;\n' "$acct"
-        sql "$pod" "$pre SHOW CREATE USER $acct" | while IFS= read -r line; do printf '%s;\n' "$line"; done
-      fi
-    done
-    for acct in "${accts[@]}"; do
-      sql "$pod" "SHOW GRANTS FOR $acct" | while IFS= read -r line; do printf '%s;\n' "$line"; done
-    done
-  } > "$out"
-  ACCOUNTS=${#accts[@]}
 }
 
 # ================================================================ seeding

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -320,21 +321,26 @@ def test_backup_refuses_errant_and_lagging_sources(cluster):
 
 # ------------------------------------------------------------ 19.2
 
+@pytest.mark.all_servers
 def test_accounts_survive_backup_and_restore(cluster, world, request):
     """Application users, roles and grants come back after a restore; root's
-    and the replication account's do not travel."""
+    and the replication account's do not travel.  On both flavors: the agent's
+    `catalog` writes accounts.sql (issue 34.6), and the flavors differ in roles."""
     cluster.bootstrap()
     p = cluster["db-0"]
+    default_role = "TO" if world.kind.mysql else "FOR"
     p.query("CREATE ROLE reader; GRANT SELECT ON hook.* TO reader;"
             "CREATE USER 'report'@'10.%' IDENTIFIED BY 'rep''pw'; GRANT reader TO 'report'@'10.%';"
-            "SET DEFAULT ROLE reader FOR 'report'@'10.%';"
+            f"SET DEFAULT ROLE reader {default_role} 'report'@'10.%';"
             "GRANT PROCESS ON *.* TO 'report'@'10.%';"
-            "CREATE USER 'we`ird'@'%' IDENTIFIED BY 'x'; GRANT INSERT ON hook.t TO 'we`ird'@'%' WITH GRANT OPTION")
+            "CREATE USER 'we`ird'@'%' IDENTIFIED BY 'x'; GRANT INSERT ON hook.t TO 'we`ird'@'%' WITH GRANT OPTION;"
+            # a backslash in a name: the client's batch output doubled it (another account)
+            "CREATE USER 'back\\\\slash'@'%' IDENTIFIED BY 'b'; GRANT SELECT ON hook.t TO 'back\\\\slash'@'%'")
     insert(p, 1, 6, "A")
     cluster.wait_synced(p)
     bdir = bdir_of(cluster)
     r = backup(cluster, bdir, "b", PRIMARY="db-0")
-    assert r.json["accounts"] == 4, r   # app, report, we`ird, reader
+    assert r.json["accounts"] == 5, r   # app, report, we`ird, back\slash, reader
     text = (bdir / "b" / "accounts.sql").read_text()
     assert "`root`" not in text and "`repl`" not in text, text
     target = fresh(world, request.node.name + "-restore")
@@ -345,7 +351,7 @@ def test_accounts_survive_backup_and_restore(cluster, world, request):
         def grants(s: Server, acct: str) -> list[str]:
             return sorted(x[0] for x in s.query(f"SHOW GRANTS FOR {acct}"))
 
-        for acct in ("'app'@'%'", "'report'@'10.%'", "reader", "'we`ird'@'%'"):
+        for acct in ("'app'@'%'", "'report'@'10.%'", "reader", "'we`ird'@'%'", "'back\\\\slash'@'%'"):
             assert grants(target, acct) == grants(p, acct), acct
         # the application logs in with its own password
         assert target.value("SELECT COUNT(*) FROM hook.t", user="app") == "5"
@@ -829,6 +835,75 @@ def test_a_committed_backup_is_reported_again_only_to_its_owner(cluster, world, 
     assert nobody.rc != 0 and nobody.json["reason"] == "exists", nobody
     REPORT.append(f"re-report ({world.kind.name}): the same owner got the committed result again; another owner, "
                   "and a folder without OWNER, were refused `exists`")
+
+
+# ------------------------------------------------------------ 34.6
+
+def pausing_dump(world: World, d: Path) -> str:
+    """A PATH whose dump tool, on its first call only, says it started (d/started)
+    and waits for d/go before it runs: the test changes the servers in between, as
+    clients may while a backup runs.  The real tool then takes its snapshot."""
+    real = shutil.which(world.kind.dump, path=world.script_path())
+    (d / "bin").mkdir(parents=True, exist_ok=True)
+    w = d / "bin" / world.kind.dump
+    w.write_text(f"""#!/bin/bash
+if [ ! -e {d}/paused ]; then
+  : > {d}/paused; : > {d}/started
+  for _ in $(seq 1200); do [ -e {d}/go ] && break; sleep 0.1; done
+fi
+exec {real} "$@"
+""")
+    w.chmod(0o755)
+    return f"{d / 'bin'}{os.pathsep}{world.script_path()}"
+
+
+@pytest.mark.all_servers
+def test_what_the_dump_window_creates_is_in_the_backup_or_it_fails(cluster, world, request):
+    """Issue 34.6: the schema list was read before the dump's snapshot and the
+    accounts after it.  A database created in between was silently missing from the
+    backup (a restore lacked it), and an account created during the dump was both in
+    accounts.sql and after the dump's position (every point-in-time replay of its
+    CREATE USER failed).  Now the agent reads schemas and accounts before and after
+    the dump: changed, the attempt fails `catalog-changed` and the Job's next attempt
+    (same name) takes it all again."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    insert(p, 1, 6, "A")
+    cluster.wait_synced(p)
+    d = world.root / f"{cluster.tag}-pause"
+    path = pausing_dump(world, d)
+
+    def client():
+        wait_for(lambda: (d / "started").exists(), 120, what="the dump to start")
+        p.query("CREATE DATABASE late; CREATE TABLE late.t (i INT PRIMARY KEY); INSERT INTO late.t VALUES (7);"
+                "CREATE USER 'u2'@'%' IDENTIFIED BY 'pw2'")
+        cluster.wait_synced(p)
+        (d / "go").write_text("")
+
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    bdir = bdir_of(cluster)
+    first = cluster.run("backup.sh", PRIMARY="db-0", BACKUP_DIR=bdir, BACKUP_NAME="b", PATH=path)
+    t.join(150)
+    assert (d / "go").exists(), "the dump never started"
+    assert first.rc != 0 and first.json["reason"] == "catalog-changed", first
+    assert "late" in first.json["message"] and "accounts" in first.json["message"], first
+    assert not (bdir / "b").exists()
+    # the Job's next attempt: nothing changes during its dump
+    second = backup(cluster, bdir, "b", PRIMARY="db-0", PATH=path)
+    assert second.json["databases"] == 2, second
+    assert json.loads((bdir / "b" / "manifest.json").read_text())["databases"] == ["hook", "late"]
+    assert "`u2`@`%`" in (bdir / "b" / "accounts.sql").read_text()
+    target = fresh(world, request.node.name[:40] + "-r")
+    try:
+        rr = restore(world, target, bdir / "b")
+        assert rr.rc == 0, rr
+        assert target.value("SELECT i FROM late.t") == "7"
+        assert target.value("SELECT COUNT(*) FROM mysql.user WHERE user = 'u2'") == "1"
+    finally:
+        target.kill()
+    REPORT.append(f"dump window ({world.kind.name}): a database and an account created during the dump failed "
+                  f"the attempt ({first.json['message']!r}); the next attempt carried both")
 
 
 # ------------------------------------------------------------ 30.2
