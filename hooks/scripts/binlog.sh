@@ -17,8 +17,11 @@
 # Retention (RETENTION_OWNER set): files no kept backup needs are removed --
 # an earlier primary's whole sequence once it ends before the oldest kept
 # backup's pitr-from; of every other sequence, each file followed by one that
-# began at or before the dump position of the oldest complete backup of that
-# owner in BACKUP_ROOT (its POSITIONS).  A .start stays while the primary
+# began at or before the dump position of the oldest complete backup in
+# BACKUP_ROOT (its POSITIONS), when that backup is RETENTION_OWNER's.  Every
+# scheduled backup counts: those of an earlier incarnation of the cluster
+# (another uid) too, and while one of them is the oldest only whole sequences
+# go (issue 34.2).  A .start stays while the primary
 # still has its file, so a file is never archived twice.
 # S3: s3.sh archive-pull mirrors the small files (*.start, *.until, the
 # backups' OWNER, result.json and POSITIONS) into staging first; this script
@@ -116,9 +119,17 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
         log "$d is not signed by the cluster's key: not counted for retention"; continue; }
     fi
     IFS= read -r owner < "$d/OWNER" || true
-    [ "$owner" = "$RETENTION_OWNER" ] || continue
+    # Every scheduled backup of the prefix counts, not only RETENTION_OWNER's
+    # (issue 34.2): an earlier incarnation's (same name, another uid) stay in
+    # the store and hold no binary logs of their own.
+    case $owner in "scheduled "*) ;; *) continue ;; esac
     read_positions "$d" || fail corrupt "${POS_ERR:-$d/POSITIONS is unreadable}"
-    if [ -z "$oldest_t" ] || (( POS_PITR_FROM < oldest_t )); then oldest_t=$POS_PITR_FROM oldest=$POS_DUMP_GTID; fi
+    if [ -z "$oldest_t" ] || (( POS_PITR_FROM < oldest_t )); then
+      oldest_t=$POS_PITR_FROM oldest=$POS_DUMP_GTID
+      # Another incarnation's GTIDs do not compare with this one's (numbering
+      # restarts, issue 34.1): then only whole sequences go, by time.
+      [ "$owner" = "$RETENTION_OWNER" ] || oldest=""
+    fi
   done
   if [ -n "$oldest_t" ]; then
     for idir in "$adir"/*/; do
@@ -138,6 +149,7 @@ if [ -n "${RETENTION_OWNER:-}" ]; then
         pruned=$((pruned + 1))
         continue
       fi
+      [ -n "$oldest" ] || continue
       mapfile -t starts < <(cd "$idir" && for s in *.start; do [ -f "$s" ] && printf '%s\n' "$s"; done | sort)
       for ((i = 0; i + 1 < ${#starts[@]}; i++)); do
         next=$(<"$idir/${starts[i + 1]}")

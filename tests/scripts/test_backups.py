@@ -691,6 +691,54 @@ def test_binlog_archive(cluster, world, request):
                   f"recovery point = the CronJob interval + {max(a.seconds for a in (a3, a4, a5)):.1f}s")
 
 
+def test_retention_keeps_earlier_incarnations(cluster, world, request):
+    """Issue 34.2: retention counted only the current cluster uid's scheduled
+    backups.  An earlier incarnation of the same name (deleted and created again,
+    same prefix) keeps its scheduled backups in the store, and those hold no binary
+    logs (the archive does): the first archive run after the new incarnation's
+    first backup deleted the archived sequence they need, so a point-in-time
+    restore of them failed binlog-gap for good.  Every scheduled backup of the
+    prefix counts now.  MariaDB only: the role change is done by hand with its
+    statements (`demote`); the retention is the same shell on both flavors."""
+    cluster.bootstrap()
+    p = cluster["db-0"]
+    root = bdir_of(cluster)
+    adir = root / "binlog"
+    earlier, now = "scheduled ns/db uid-1", "scheduled ns/db uid-2"
+    insert(p, 1, 11, "A")
+    cluster.wait_synced(p)
+    backup(cluster, root, "earlier", PRIMARY="db-0", BACKUP_OWNER=earlier, BACKUP_BINLOGS="archive")
+    insert(p, 11, 21, "B")
+    t1 = next_second()
+    insert(p, 21, 31, "C")
+
+    def archive(primary, **env):
+        r = cluster.run("binlog.sh", PRIMARY=primary, ARCHIVE_DIR=adir, **env)
+        assert r.rc == 0 and r.json["result"] == "archived", r
+        return r
+
+    a1 = archive("db-0")
+    # the role moves (the earlier incarnation's archive is an older sequence now),
+    # and the new incarnation takes its first scheduled backup
+    demote(cluster, "db-0", "db-1")
+    insert(cluster["db-1"], 31, 41, "D")
+    cluster.wait_synced(cluster["db-1"])
+    backup(cluster, root, "first", PRIMARY="db-1", BACKUP_OWNER=now, BACKUP_BINLOGS="archive")
+    a2 = archive("db-1", RETENTION_OWNER=now)
+    assert a2.json["identity"] != a1.json["identity"], a2
+    assert a2.json["pruned"] == 0, a2
+    tgt = fresh(world, "incarnation")
+    try:
+        rr = restore(world, tgt, root / "earlier", RESTORE_ARCHIVE=adir, RESTORE_UNTIL=fmt(t1))
+        assert rr.rc == 0 and rr.json["pitr"] is True, rr
+        assert rows(tgt) == set(range(1, 21))
+    finally:
+        tgt.kill()
+    REPORT.append(f"archive retention: the earlier incarnation's scheduled backup still restores to {fmt(t1)} "
+                  f"from its archived sequence {a1.json['identity']} after the new one's run "
+                  f"(pruned {a2.json['pruned']})")
+
+
 @pytest.mark.all_servers
 def test_archive_start_states_after_a_role_change_are_the_servers(cluster, world, request):
     """Issue 34.12: after a role change a binary log begins with the GTIDs of two
