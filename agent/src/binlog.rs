@@ -157,11 +157,7 @@ pub fn start_state_in_tool_output(flavor: Flavor, out: &str) -> Result<String> {
 /// # Errors
 /// `bad-env`, `no-header` (the tool failed, or printed no header), `corrupt`.
 pub fn run_file(env: &dyn Env) -> Result<protocol::Report> {
-    let flavor = match env.var("FLAVOR").as_deref() {
-        Some("mysql") => Flavor::Mysql,
-        Some("mariadb") => Flavor::Mariadb,
-        other => return Err(Failure::new("bad-env", format!("FLAVOR must be mysql or mariadb (got {other:?})"))),
-    };
+    let flavor = Flavor::from_env(env)?;
     let path = env.var("BINLOG_PATH").ok_or_else(|| Failure::new("bad-env", "BINLOG_PATH is required"))?;
     let tool = env.var("BINLOG_TOOL").ok_or_else(|| Failure::new("bad-env", "BINLOG_TOOL is required"))?;
     let out = env.var("BINLOG_START_OUT").ok_or_else(|| Failure::new("bad-env", "BINLOG_START_OUT is required"))?;

@@ -22,6 +22,21 @@ pub enum Flavor {
     Mariadb,
 }
 
+impl Flavor {
+    /// The flavor `FLAVOR` names, for a command that needs no other setting (the
+    /// [`Context`] reads it the same way).
+    ///
+    /// # Errors
+    /// `bad-env` unless it is `mysql` or `mariadb`.
+    pub fn from_env(env: &dyn Env) -> Result<Self> {
+        match env.var("FLAVOR").as_deref() {
+            Some("mysql") => Ok(Self::Mysql),
+            Some("mariadb") => Ok(Self::Mariadb),
+            other => Err(bad_env(format!("FLAVOR must be mysql or mariadb (got {:?})", other.unwrap_or("")))),
+        }
+    }
+}
+
 /// A member's address, `host:port` (`[v6]:port` too).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Addr {
@@ -112,11 +127,7 @@ impl Context {
     /// # Errors
     /// `bad-env` for a missing or malformed setting.
     pub fn from_env(env: &dyn Env) -> Result<Self> {
-        let flavor = match env.var("FLAVOR").as_deref() {
-            Some("mysql") => Flavor::Mysql,
-            Some("mariadb") => Flavor::Mariadb,
-            other => return Err(bad_env(format!("FLAVOR must be mysql or mariadb (got {:?})", other.unwrap_or("")))),
-        };
+        let flavor = Flavor::from_env(env)?;
         let mut list = env.var("PODS").unwrap_or_default();
         if let Some(file) = env.var("PODS_FILE")
             && let Ok(bytes) = env.read(Path::new(&file))

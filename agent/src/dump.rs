@@ -125,11 +125,7 @@ fn mariadb_position(dump: impl BufRead) -> Result<Option<String>> {
 /// # Errors
 /// `bad-env`, and those of [`position`].
 pub fn run(env: &dyn crate::context::Env) -> Result<protocol::Report> {
-    let flavor = match env.var("FLAVOR").as_deref() {
-        Some("mysql") => Flavor::Mysql,
-        Some("mariadb") => Flavor::Mariadb,
-        other => return Err(Failure::new("bad-env", format!("FLAVOR must be mysql or mariadb (got {other:?})"))),
-    };
+    let flavor = Flavor::from_env(env)?;
     let out = env.var("DUMP_POSITION_OUT").filter(|o| !o.is_empty());
     let out = out.ok_or_else(|| Failure::new("bad-env", "DUMP_POSITION_OUT is required"))?;
     let mut input = std::io::stdin().lock();

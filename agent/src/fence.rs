@@ -230,6 +230,13 @@ pub fn fence(s: &mut Server, attempts: u32, lock_wait: u32, shutdown: bool) -> R
             Ok(()) => {
                 killed += kill_clients(s)?;
                 if s.value(&format!("SELECT @@global.{variable}"))?.as_deref() == Some("1") {
+                    // Its events stop at once, not at its agent's next round
+                    // (issue 31.8: on MariaDB one whose definer passes read_only
+                    // would write errant transactions). Best effort: the fence
+                    // stands, and the agent's round does it again.
+                    if let Err(f) = crate::events::reconcile(s) {
+                        eprintln!("fence {}: events not disabled yet: {}", s.name, f.message);
+                    }
                     return Ok(Fenced { killed, shut_down: false });
                 }
             }

@@ -19,6 +19,7 @@
 //! - [`catalog`]: the schemas and accounts a backup carries, read twice around its dump;
 //! - [`relay`]: what a replica received, and applying all of it before a promotion;
 //! - [`gtid_calc`]: the scripts' GTID comparisons (`gtid subset A B`, ...);
+//! - [`events`]: scheduled events follow the primary (enabled there, disabled on replicas);
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
 //! - [`probe`]: the server pods' probes;
 //! - [`sidecar`]: the `agent` container: follows the cluster, answers the probes;
@@ -31,6 +32,7 @@ pub mod binlog;
 pub mod catalog;
 pub mod context;
 pub mod dump;
+pub mod events;
 pub mod exporter_user;
 pub mod fence;
 pub mod gtid_calc;

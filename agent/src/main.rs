@@ -68,12 +68,11 @@ fn probe(env: &ProcessEnv, mode: &str) -> ExitCode {
 /// No report line and no termination log: a text answer on stdout, exit 0 (holds),
 /// 1 (does not), 2 (a text that does not parse, said on stderr).
 fn gtid(env: &ProcessEnv) -> ExitCode {
-    use agent::{context::Env, gtid_calc::Answer};
-    let flavor = match env.var("FLAVOR").as_deref() {
-        Some("mysql") => agent::context::Flavor::Mysql,
-        Some("mariadb") => agent::context::Flavor::Mariadb,
-        other => {
-            eprintln!("gtid: FLAVOR must be mysql or mariadb (got {other:?})");
+    use agent::gtid_calc::Answer;
+    let flavor = match agent::context::Flavor::from_env(env) {
+        Ok(f) => f,
+        Err(f) => {
+            eprintln!("gtid: {}", f.message);
             return ExitCode::from(2);
         }
     };
@@ -104,6 +103,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "binlog-start" => agent::binlog::run(&Context::from_env(env)?, env),
         "dump-position" => agent::dump::run(env),
         "catalog" => agent::catalog::run(&Context::from_env(env)?, env),
+        "events" => agent::events::run(&Context::from_env(env)?, env),
         "binlog-header" => agent::binlog::run_file(env),
         "received" => agent::relay::run_received(&Context::from_env(env)?, env),
         "drain" => agent::relay::run_drain(&Context::from_env(env)?, env),
@@ -111,7 +111,7 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         other => Err(Failure::new(
             "bad-env",
             format!(
-                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, catalog, received, drain"
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, catalog, events, received, drain"
             ),
         )),
     }

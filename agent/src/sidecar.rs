@@ -16,7 +16,8 @@
 //!   know before the mounted record does: [`crate::probe::Newer`], issue 32.5),
 //!   and on the primary the agent's own
 //!   [`crate::operator_user`] (with `OPERATOR_PASSWORD_FILE`) and [`crate::exporter_user`] (with
-//!   `EXPORTER_PASSWORD_FILE`); with `TLS_MODE_FILE` (`spec.tls`) it runs
+//!   `EXPORTER_PASSWORD_FILE`); on every server [`crate::events`] (events
+//!   enabled on the primary, disabled on a read-only MariaDB server); with `TLS_MODE_FILE` (`spec.tls`) it runs
 //!   [`crate::tls_reload`] at the start and whenever the mounted certificate, key or CA
 //!   change. `join.sh` is still a script (issue 32 ports them one by one); the
 //!   other steps and this loop, which was `agent.sh`, are not. Each step's result
@@ -400,6 +401,10 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         if let Some(line) = prober.fence_if_stale(env.as_ref()) {
             state.report("fence", line);
         }
+        // Events follow the role (issue 31.8): enabled on the primary, disabled on
+        // a read-only MariaDB server. Before join.sh, whose line stays the round's
+        // last (the termination log's).
+        state.report("events", finished(env.as_ref(), crate::events::run(&prober.ctx, env.as_ref())));
         // A primary newer than the mounted record (the kubelet refreshes it up
         // to a minute late) is followed at once: join.sh takes PRIMARY when
         // PRIMARY_FILE is empty, and checks that it serves as every primary.

@@ -12,6 +12,7 @@ is about MariaDB's relay log survey (MySQL reports its received set itself)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPORT
-from dbcluster import Session, probe, rows, wait_for
+from dbcluster import AGENT, Session, probe, rows, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "k8s"))
 from minimysql import Connection  # noqa: E402
@@ -941,6 +942,65 @@ def failover_past_a_cut_primary(c):
     new = r.json["primary"]
     assert new != "db-0" and sorted(c.writable()) == sorted(["db-0", new]), "db-0 was not reachable: still writable"
     return c[new]
+
+
+# ------------------------------------------------------------------ 31.8: events
+
+def gtid_subset(c, a: str, b: str) -> bool:
+    """The agent's GTID arithmetic: every transaction of `a` is in `b`."""
+    return subprocess.run([str(AGENT), "gtid", "subset", a, b], env={"FLAVOR": c.world.kind.flavor},
+                          capture_output=True).returncode == 0
+
+
+
+@pytest.mark.all_servers
+def test_events_follow_the_primary(cluster):
+    """Issue 31.8: a replica's copy of an event is disabled there by the server
+    (MariaDB SLAVESIDE_DISABLED, MySQL REPLICA_SIDE_DISABLED), and nothing enabled it
+    after a promotion: an application's events stopped for good at the first role
+    change.  On MariaDB the demoted old primary kept its events enabled, and one
+    defined by an account that passes read_only (root here) went on writing there:
+    errant transactions.  The agent sidecar's round enables the new primary's and
+    (MariaDB) disables the read-only server's, without the binary log, as the
+    event's own definer."""
+    c = cluster
+    c.bootstrap()
+    p = c["db-0"]
+    for s in c.servers:
+        s.query("SET GLOBAL event_scheduler = ON")
+    p.query("CREATE TABLE hook.ticks (id INT AUTO_INCREMENT PRIMARY KEY, sid INT);"
+            "CREATE DEFINER = 'root'@'localhost' EVENT hook.tick ON SCHEDULE EVERY 1 SECOND "
+            "DO INSERT INTO hook.ticks (sid) VALUES (@@server_id)")
+    c.wait_synced(p)
+
+    def event(s):
+        return s.query("SELECT status, definer FROM information_schema.events WHERE event_name = 'tick'")[0]
+
+    assert event(c["db-1"])[0] in ("SLAVESIDE_DISABLED", "REPLICA_SIDE_DISABLED"), event(c["db-1"])
+    r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1")
+    assert r.rc == 0 and r.json["primary"] == "db-1", r
+    new = c["db-1"]
+    d = c.world.root / c.tag / "events"
+    d.mkdir()
+    pf = d / "primary"
+    pf.write_text("db-1\n")
+    for name in ("db-1", "db-0"):
+        a = c.run("sidecar", POD_NAME=name, PRIMARY_FILE=pf, SERVER_SOCKET=c[name].sock,
+                  AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+        assert a.rc == 0, a
+    assert event(new) == ["ENABLED", "root@localhost"], event(new)
+    sid = new.value("SELECT @@server_id")
+    wait_for(lambda: new.value(f"SELECT COUNT(*) FROM hook.ticks WHERE sid = {sid}") not in ("0", None), 10,
+             what="the event to run on the new primary")
+    if not c.world.kind.mysql:
+        assert event(p)[0] == "SLAVESIDE_DISABLED", event(p)
+    time.sleep(2)
+    c.wait_synced(new)
+    # the old primary wrote nothing of its own after the role change
+    assert gtid_subset(c, p.gtid_position(), new.gtid_position()), (p.gtid_position(), new.gtid_position())
+    REPORT.append(f"events ({c.world.kind.name}): enabled on the new primary by its agent's round "
+                  f"({event(new)[0]}, definer {event(new)[1]}), the old primary's "
+                  f"{event(p)[0]}, no errant transaction")
 
 
 # ------------------------------------------------------------------ 31.1: epochs
