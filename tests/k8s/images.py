@@ -36,6 +36,7 @@ mirror list; for the others: the binary's content), so a warm run builds nothing
     python3 tests/k8s/images.py hook BIN [REF]   # the hook's image from a binary
     python3 tests/k8s/images.py pause BIN        # the pause image
     python3 tests/k8s/images.py exporter         # Debian's mysqld_exporter as an image
+    python3 tests/k8s/images.py sysbench         # Debian's sysbench (the loop's --sysbench client)
 """
 
 from __future__ import annotations
@@ -572,6 +573,56 @@ def exporter_image(binary: Path = EXPORTER_BINARY) -> Image:
     return _binary_image(binary, ref, "mysqld-exporter", "/bin/mysqld_exporter", config, keep_one=True)
 
 
+# -------------------------------------------------------------------------- sysbench
+
+SYSBENCH_CUSTOMIZE = r"""set -e
+chroot "$1" dpkg-query -W -f='${Version}' sysbench > "$1/.sysbench-package-version"
+rm -rf "$1/var/cache/apt/"* "$1/var/lib/apt/lists/"* "$1/var/log/"*.log
+"""
+
+
+def sysbench_image() -> Image:
+    """Debian bookworm's sysbench (its MariaDB client library, its Lua OLTP tests)
+    in a minbase root file system, tagged localhost/sysbench:<version>: the real
+    client the loop runs beside its writer with --sysbench (issue 35.3)."""
+    if not DEBIAN_SOURCES.exists():
+        raise ImageError(f"no {DEBIAN_SOURCES}: the sysbench image is built against this machine's Debian mirror")
+    sources = DEBIAN_SOURCES.read_text()
+    key = hashlib.sha256(json.dumps({"recipe": IMAGE_RECIPE, "args": MMDEBSTRAP_ARGS, "customize": SYSBENCH_CUSTOMIZE,
+                                     "sources": sources}, sort_keys=True).encode()).hexdigest()[:16]
+    out, meta = _cached(f"sysbench-{key}.tar"), _cached(f"sysbench-{key}.json")
+    with _Lock(_cached("sysbench.lock")):
+        if out.exists() and meta.exists():
+            m = json.loads(meta.read_text())
+            return Image(m["ref"], out, m["package"])
+        if shutil.which("mmdebstrap") is None:
+            raise ImageError("mmdebstrap is not installed (apt-get install mmdebstrap); it builds the sysbench image")
+        t0 = time.monotonic()
+        work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
+        try:
+            rootfs = work / "rootfs.tar"
+            (work / "debian.sources").write_text(sources)
+            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, "--include=sysbench,ca-certificates",
+                   "--customize-hook=" + SYSBENCH_CUSTOMIZE, "bookworm", str(rootfs), str(work / "debian.sources")]
+            log("building the sysbench image: mmdebstrap --include=sysbench bookworm")
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if proc.returncode != 0:
+                raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+            with tarfile.open(rootfs) as t:
+                member = next((m for m in t if m.name.removeprefix("./") == ".sysbench-package-version"), None)
+                if member is None:
+                    raise ImageError("the sysbench rootfs has no .sysbench-package-version (customize hook failed?)")
+                pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
+            ref = f"localhost/sysbench:{_upstream_version(pkg)}"
+            config = {"config": {"Env": [PATH_ENV], "Cmd": ["sysbench", "--version"]}}
+            write_docker_archive(out, ref, [rootfs], config)
+            meta.write_text(json.dumps({"ref": ref, "package": pkg}))
+            log(f"sysbench image {ref} (package {pkg}) built in {time.monotonic() - t0:.0f}s: {out}")
+            return Image(ref, out, pkg)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 # -------------------------------------------------------------------------- pause
 
 
@@ -612,6 +663,8 @@ def main(argv: list[str]) -> int:
             return 0
         elif argv[0] == "hook" and len(argv) >= 2:
             img = hook_image(Path(argv[1]), *(argv[2:3] or [HOOK_IMAGE]))
+        elif argv[0] == "sysbench":
+            img = sysbench_image()
         elif argv[0] == "exporter":
             img = exporter_image(*(Path(a) for a in argv[1:2]))
         elif argv[0] == "pause" and len(argv) == 2:

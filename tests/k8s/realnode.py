@@ -38,11 +38,13 @@ iproute2 iptables``); ``missing_prerequisites()`` says what is missing.
 from __future__ import annotations
 
 import ctypes
+import datetime
 import hashlib
 import ipaddress
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -898,6 +900,28 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     parts = line.split(" ", 3)
                     out.append(f"[{f.stem}] {parts[3] if len(parts) == 4 else line}")
         return "\n".join(out[-lines:])
+
+    def pod_log_times(self, namespace: str, pod: str, container: str, uid: str = "*") -> list[tuple[float, str]]:
+        """Every line a container logged, with the time the runtime wrote it (Unix
+        seconds, from the CRI log's own timestamp), oldest first; of the pod with
+        `uid` only when given (a pod made again under the same name has another)."""
+        assert self.dir is not None
+        out: list[tuple[float, str]] = []
+        dirs = {d.name: d for d in (self.dir / "pod-logs-kept").glob(f"{namespace}_{pod}_{uid}")}
+        dirs.update({d.name: d for d in (self.dir / "pod-logs").glob(f"{namespace}_{pod}_{uid}")})
+        for d in (dirs[k] for k in sorted(dirs)):
+            for f in sorted((d / container).glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
+                for line in f.read_text(errors="replace").splitlines():
+                    parts = line.split(" ", 3)
+                    if len(parts) != 4:
+                        continue
+                    # 2026-12-07T17:24:14.059588008Z: nanoseconds, which fromisoformat does not take
+                    stamp = re.sub(r"(\.\d{6})\d*", r"\1", parts[0]).replace("Z", "+00:00")
+                    try:
+                        out.append((datetime.datetime.fromisoformat(stamp).timestamp(), parts[3]))
+                    except ValueError:
+                        continue
+        return sorted(out, key=lambda x: x[0])
 
 
 def _teardown_pods_only(d: Path) -> None:
