@@ -300,6 +300,27 @@ SERVERS = {
 }
 
 
+def _mmdebstrap(work: Path, name: str, suite: str, sources: str, packages: tuple[str, ...] | list[str],
+                customize: str, extra: list[str], version_file: str) -> tuple[Path, str]:
+    """`mmdebstrap` of `packages` from `suite` (deb822 `sources`) into work/rootfs.tar
+    with MMDEBSTRAP_ARGS, `extra` and the `customize` hook, which writes the package
+    version into `version_file` at the root; returns the tar and that version."""
+    rootfs = work / "rootfs.tar"
+    (work / "debian.sources").write_text(sources)
+    cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, *extra, "--include=" + ",".join(packages),
+           "--customize-hook=" + customize, suite, str(rootfs), str(work / "debian.sources")]
+    log(f"building the {name} image: mmdebstrap --include={','.join(packages)} {suite}")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+    with tarfile.open(rootfs) as t:
+        member = next((m for m in t if m.name.removeprefix("./") == version_file), None)
+        if member is None:
+            raise ImageError(f"the {name} rootfs has no {version_file} (customize hook failed?)")
+        pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
+    return rootfs, pkg
+
+
 def _server_recipe_key(r: ServerRecipe, sources: str) -> str:
     text = json.dumps({"recipe": IMAGE_RECIPE, "name": r.name, "suite": r.suite, "packages": r.packages,
                        "args": MMDEBSTRAP_ARGS, "essential": r.essential, "customize": r.customize,
@@ -353,22 +374,9 @@ def _server_image(r: ServerRecipe, sources: str) -> Image:
         t0 = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
         try:
-            rootfs = work / "rootfs.tar"
-            (work / "debian.sources").write_text(sources)
             extra = ["--aptopt=Acquire::Check-Valid-Until \"false\""] if r.expired_release else []
-            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, *extra, "--include=" + ",".join(r.packages),
-                   "--essential-hook=" + r.essential,
-                   "--customize-hook=" + r.customize,
-                   r.suite, str(rootfs), str(work / "debian.sources")]
-            log(f"building the {r.name} image: mmdebstrap --include={','.join(r.packages)} {r.suite}")
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if proc.returncode != 0:
-                raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
-            with tarfile.open(rootfs) as t:
-                member = next((m for m in t if m.name.removeprefix("./") == ".server-package-version"), None)
-                if member is None:
-                    raise ImageError(f"the {r.name} rootfs has no .server-package-version (customize hook failed?)")
-                pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
+            rootfs, pkg = _mmdebstrap(work, r.name, r.suite, sources, r.packages, r.customize,
+                                      [*extra, "--essential-hook=" + r.essential], ".server-package-version")
             version = _upstream_version(pkg)
             ref = f"docker.io/library/{r.flavor}:{version}"
             server = "mysqld" if r.flavor == "mysql" else "mariadbd"
@@ -600,19 +608,8 @@ def sysbench_image() -> Image:
         t0 = time.monotonic()
         work = Path(tempfile.mkdtemp(prefix="mysql-hook-image-", dir=CACHE))
         try:
-            rootfs = work / "rootfs.tar"
-            (work / "debian.sources").write_text(sources)
-            cmd = ["mmdebstrap", *MMDEBSTRAP_ARGS, "--include=sysbench,ca-certificates",
-                   "--customize-hook=" + SYSBENCH_CUSTOMIZE, "bookworm", str(rootfs), str(work / "debian.sources")]
-            log("building the sysbench image: mmdebstrap --include=sysbench bookworm")
-            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if proc.returncode != 0:
-                raise ImageError(f"mmdebstrap failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
-            with tarfile.open(rootfs) as t:
-                member = next((m for m in t if m.name.removeprefix("./") == ".sysbench-package-version"), None)
-                if member is None:
-                    raise ImageError("the sysbench rootfs has no .sysbench-package-version (customize hook failed?)")
-                pkg = t.extractfile(member).read().decode().strip()  # type: ignore[union-attr]
+            rootfs, pkg = _mmdebstrap(work, "sysbench", "bookworm", sources, ("sysbench", "ca-certificates"),
+                                      SYSBENCH_CUSTOMIZE, [], ".sysbench-package-version")
             ref = f"localhost/sysbench:{_upstream_version(pkg)}"
             config = {"config": {"Env": [PATH_ENV], "Cmd": ["sysbench", "--version"]}}
             write_docker_archive(out, ref, [rootfs], config)

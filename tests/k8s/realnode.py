@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import urlsplit
 
 import yaml
@@ -886,41 +886,42 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                     found.add((pod, c.name))
         return sorted(found)
 
-    def pod_log(self, namespace: str, pod: str, container: str, lines: int = 60) -> str:
-        """The last lines of a container's log (all restarts, oldest first; also of
-        pods that are gone, from the kept copies)."""
+    def _log_lines(self, namespace: str, pod: str, container: str, uid: str = "*") -> Iterator[tuple[str, str]]:
+        """(restart number, raw CRI line) of a container's log: every restart, oldest
+        first, also of pods that are gone (the kept copies); of the pod with `uid`
+        only when given (a pod made again under the same name has another)."""
         assert self.dir is not None
-        out: list[str] = []
-        dirs = {d.name: d for d in (self.dir / "pod-logs-kept").glob(f"{namespace}_{pod}_*")}
-        dirs.update({d.name: d for d in (self.dir / "pod-logs").glob(f"{namespace}_{pod}_*")})
-        for d in (dirs[k] for k in sorted(dirs)):
-            for f in sorted((d / container).glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
-                for line in f.read_text(errors="replace").splitlines():
-                    # CRI log format: <time> <stream> <F|P> <text>
-                    parts = line.split(" ", 3)
-                    out.append(f"[{f.stem}] {parts[3] if len(parts) == 4 else line}")
-        return "\n".join(out[-lines:])
-
-    def pod_log_times(self, namespace: str, pod: str, container: str, uid: str = "*") -> list[tuple[float, str]]:
-        """Every line a container logged, with the time the runtime wrote it (Unix
-        seconds, from the CRI log's own timestamp), oldest first; of the pod with
-        `uid` only when given (a pod made again under the same name has another)."""
-        assert self.dir is not None
-        out: list[tuple[float, str]] = []
         dirs = {d.name: d for d in (self.dir / "pod-logs-kept").glob(f"{namespace}_{pod}_{uid}")}
         dirs.update({d.name: d for d in (self.dir / "pod-logs").glob(f"{namespace}_{pod}_{uid}")})
         for d in (dirs[k] for k in sorted(dirs)):
             for f in sorted((d / container).glob("*.log"), key=lambda p: int(p.stem) if p.stem.isdigit() else 0):
                 for line in f.read_text(errors="replace").splitlines():
-                    parts = line.split(" ", 3)
-                    if len(parts) != 4:
-                        continue
-                    # 2026-12-07T17:24:14.059588008Z: nanoseconds, which fromisoformat does not take
-                    stamp = re.sub(r"(\.\d{6})\d*", r"\1", parts[0]).replace("Z", "+00:00")
-                    try:
-                        out.append((datetime.datetime.fromisoformat(stamp).timestamp(), parts[3]))
-                    except ValueError:
-                        continue
+                    yield f.stem, line
+
+    def pod_log(self, namespace: str, pod: str, container: str, lines: int = 60) -> str:
+        """The last lines of a container's log (all restarts, oldest first; also of
+        pods that are gone, from the kept copies)."""
+        out: list[str] = []
+        for restart, line in self._log_lines(namespace, pod, container):
+            # CRI log format: <time> <stream> <F|P> <text>
+            parts = line.split(" ", 3)
+            out.append(f"[{restart}] {parts[3] if len(parts) == 4 else line}")
+        return "\n".join(out[-lines:])
+
+    def pod_log_times(self, namespace: str, pod: str, container: str, uid: str = "*") -> list[tuple[float, str]]:
+        """Every line a container logged, with the time the runtime wrote it (Unix
+        seconds, from the CRI log's own timestamp), oldest first."""
+        out: list[tuple[float, str]] = []
+        for _, line in self._log_lines(namespace, pod, container, uid):
+            parts = line.split(" ", 3)
+            if len(parts) != 4:
+                continue
+            # 2026-12-07T17:24:14.059588008Z: nanoseconds, which fromisoformat does not take
+            stamp = re.sub(r"(\.\d{6})\d*", r"\1", parts[0]).replace("Z", "+00:00")
+            try:
+                out.append((datetime.datetime.fromisoformat(stamp).timestamp(), parts[3]))
+            except ValueError:
+                continue
         return sorted(out, key=lambda x: x[0])
 
 
