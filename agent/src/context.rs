@@ -69,6 +69,9 @@ pub struct Context {
     pub replication: Option<Secret>,
     /// TLS mode `verify`: the CA every server's certificate must chain to.
     pub tls_ca: Option<PathBuf>,
+    /// `PRIMARY_SERVICE`: the address clients write through (the `-primary`
+    /// Service), `host:port`; server pods only ([`crate::stranded`]).
+    pub primary_service: Option<Addr>,
     pub connect_timeout: Duration,
     pub query_timeout: Duration,
 }
@@ -166,6 +169,10 @@ impl Context {
                 )));
             }
         };
+        let primary_service = match env.var("PRIMARY_SERVICE") {
+            None => None,
+            Some(a) => Some(parse_addr(&a).ok_or_else(|| bad_env(format!("PRIMARY_SERVICE '{a}' is not host:port")))?),
+        };
         let seconds = |name: &str, default: u64| -> Result<Duration> {
             match env.var(name) {
                 None => Ok(Duration::from_secs(default)),
@@ -185,6 +192,7 @@ impl Context {
             root,
             replication,
             tls_ca,
+            primary_service,
             connect_timeout: seconds("CONNECT_TIMEOUT", 5)?,
             query_timeout: seconds("QUERY_TIMEOUT", 60)?,
         })
@@ -310,5 +318,13 @@ pub mod tests {
         }
         let env = [("FLAVOR", "mysql"), ("PODS", "db-0=h:1"), ("MYSQL_ROOT_PASSWORD", "x"), ("QUERY_TIMEOUT", "0.3")];
         assert_eq!(reason(&env), None, "a fraction of a second");
+        let base = [("FLAVOR", "mysql"), ("PODS", "db-0=h:1"), ("MYSQL_ROOT_PASSWORD", "x")];
+        for bad in ["db-primary.ns.svc", "db-primary:0", "$(x):3306"] {
+            let env = [base.as_slice(), &[("PRIMARY_SERVICE", bad)]].concat();
+            assert!(reason(&env).is_some_and(|m| m.contains("PRIMARY_SERVICE")), "{bad:?}");
+        }
+        let env = [base.as_slice(), &[("PRIMARY_SERVICE", "db-primary.ns.svc:3306")]].concat();
+        let c = Context::from_env(&super::tests::env(&env)).map_err(|f| f.message).unwrap_or_else(|m| panic!("{m}"));
+        assert_eq!(c.primary_service, Some(Addr { host: "db-primary.ns.svc".to_owned(), port: 3306 }));
     }
 }

@@ -171,7 +171,7 @@ fn sessions(s: &mut Server) -> Result<Vec<Session>> {
         .collect())
 }
 
-fn kill_clients(s: &mut Server) -> Result<usize> {
+pub(crate) fn kill_clients(s: &mut Server) -> Result<usize> {
     let own: u64 = s.value("SELECT CONNECTION_ID()")?.and_then(|v| v.parse().ok()).unwrap_or(0);
     let ids = victims(&sessions(s)?, own);
     for id in &ids {

@@ -46,6 +46,7 @@ pub mod server;
 pub mod sidecar;
 pub mod sql;
 pub mod status;
+pub mod stranded;
 pub mod tls_reload;
 pub mod users;
 

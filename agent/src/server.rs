@@ -51,6 +51,23 @@ impl Server {
     /// `bad-env` when `pod` is not a member; otherwise why it could not connect.
     pub fn connect(ctx: &Context, pod: &str) -> std::result::Result<Self, ConnectError> {
         let addr = ctx.addr(pod).ok_or_else(|| ConnectError::Refused(format!("{pod} is not in PODS")))?;
+        Self::connect_tcp(ctx, pod, addr, true)
+    }
+
+    /// A TCP session with whichever server `addr` leads to (a Service), named
+    /// `label`, logged in as [`Self::connect`] does. With TLS mode `verify` the
+    /// certificate must chain to the CA, but need not name `addr`: a Service's
+    /// name is in no server's certificate, and which of the servers answered is
+    /// what the caller asks it.
+    ///
+    /// # Errors
+    /// Why it could not connect.
+    pub fn connect_via(ctx: &Context, label: &str, addr: &Addr) -> std::result::Result<Self, ConnectError> {
+        Self::connect_tcp(ctx, label, addr, false)
+    }
+
+    fn connect_tcp(ctx: &Context, pod: &str, addr: &Addr, check_name: bool) -> std::result::Result<Self, ConnectError> {
+        let tcp = |ctx: &Context, addr: &Addr| tcp(ctx, addr, check_name);
         let (user, password) = match (&ctx.operator, &ctx.root) {
             (Some(op), _) => (OPERATOR_USER, op),
             (None, Some(root)) => ("root", root),
@@ -75,7 +92,7 @@ impl Server {
     /// `Refused` for a wrong account or password, else why it could not connect.
     pub fn login(ctx: &Context, pod: &str, user: &str, password: &Secret) -> std::result::Result<Self, ConnectError> {
         let addr = ctx.addr(pod).ok_or_else(|| ConnectError::Refused(format!("{pod} is not in PODS")))?;
-        Self::open(ctx, pod, tcp(ctx, addr), user, password)
+        Self::open(ctx, pod, tcp(ctx, addr, true), user, password)
     }
 
     /// A session over the server's own socket, as root (`root@'localhost'`).
@@ -210,7 +227,9 @@ pub fn text(row: &Row, i: usize) -> Option<String> {
     }
 }
 
-fn tcp(ctx: &Context, addr: &Addr) -> OptsBuilder {
+/// Options for a TCP session with `addr`; with TLS mode `verify`, the
+/// certificate must chain to the CA and, when `check_name`, name `addr`'s host.
+fn tcp(ctx: &Context, addr: &Addr, check_name: bool) -> OptsBuilder {
     let mut opts = OptsBuilder::new()
         .ip_or_hostname(Some(addr.host.clone()))
         .tcp_port(addr.port)
@@ -219,7 +238,9 @@ fn tcp(ctx: &Context, addr: &Addr) -> OptsBuilder {
         .read_timeout(Some(ctx.query_timeout))
         .write_timeout(Some(ctx.query_timeout));
     if let Some(ca) = &ctx.tls_ca {
-        opts = opts.ssl_opts(SslOpts::default().with_root_cert_path(Some(ca.clone())));
+        opts = opts.ssl_opts(
+            SslOpts::default().with_root_cert_path(Some(ca.clone())).with_danger_skip_domain_validation(!check_name),
+        );
     }
     opts
 }

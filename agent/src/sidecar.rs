@@ -1,6 +1,6 @@
 //! `mysql-hook-agent sidecar`: the `agent` container of every server pod.
 //!
-//! Three jobs, on their own threads, so a slow one never holds the others up:
+//! Four jobs, on their own threads, so a slow one never holds the others up:
 //!
 //! - **Fence an old primary** (issue 31.1). Every `FENCE_INTERVAL` seconds
 //!   (default 1) it compares this server with the published primary and epoch
@@ -22,6 +22,11 @@
 //!   change. `join.sh` is still a script (issue 32 ports them one by one); the
 //!   other steps and this loop, which was `agent.sh`, are not. Each step's result
 //!   line is printed when it differs from the last one.
+//! - **Release stranded clients** (issue 35.1). With `PRIMARY_SERVICE`, every
+//!   `FENCE_INTERVAL` seconds while this server is read-only and its record still
+//!   names it, it asks the `-primary` Service which server it leads to; once that
+//!   is another one, the client sessions opened here through it are killed, so
+//!   they reconnect to the new primary ([`crate::stranded`]).
 //! - **Answer the probes** on `AGENT_LISTEN` (default `0.0.0.0:9106`), from one
 //!   session with the local server kept open between probes (reopened when it
 //!   breaks): `GET /readyz` is mysqld's readiness ([`crate::probe::readiness`]),
@@ -248,6 +253,30 @@ impl Prober {
     }
 }
 
+impl Prober {
+    /// One round of [`crate::stranded`]: `Some(line)` when client sessions a
+    /// moved `-primary` Service left here were killed (or that failed). The
+    /// Service is asked without the session's lock.
+    pub fn release_stranded(&self, env: &dyn Env, watch: &mut crate::stranded::Watch) -> Option<String> {
+        let service = self.ctx.primary_service.as_ref()?;
+        let (pod, own) = {
+            let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let role = self.gather_kept(&mut guard, env)?.role();
+            if !crate::stranded::suspect(&role) {
+                watch.reset();
+                return None;
+            }
+            (role.pod, crate::stranded::own_id(guard.as_mut()?).ok()?)
+        };
+        let routed = crate::stranded::ask_service(&self.ctx, service);
+        let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match watch.round(guard.as_mut()?, own, routed.as_ref()) {
+            Ok(released) => released.map(|r| r.report(&pod).line()),
+            Err(f) => Some(f.report().line()),
+        }
+    }
+}
+
 /// One HTTP/1.1 request on `stream`, answered and closed. Only `GET` of the three
 /// paths; the request line is all that is read.
 fn answer(stream: &mut TcpStream, prober: &Prober, env: &dyn Env) {
@@ -388,6 +417,20 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
                 let pause =
                     if prober.isolated() { Duration::from_millis(500) } else { Duration::from_secs(fence_every) };
                 std::thread::sleep(pause);
+            }
+        });
+    }
+    if prober.ctx.primary_service.is_some() {
+        // Its own thread: a Service nothing routes makes each question wait for
+        // its timeout, which must not slow the fencing down.
+        let (prober, env, stop) = (Arc::clone(&prober), Arc::clone(&env), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut watch = crate::stranded::Watch::default();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(line) = prober.release_stranded(env.as_ref(), &mut watch) {
+                    println!("{line}");
+                }
+                std::thread::sleep(Duration::from_secs(fence_every));
             }
         });
     }

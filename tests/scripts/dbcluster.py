@@ -679,6 +679,24 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
     which Jobs run the same way."""
     term = Path(tempfile.mkstemp(prefix=f"term-{name}-", dir=world.root)[1])
     term.write_text("")
+    full = script_env(name, world, env, term)
+    t0 = time.time()
+    proc = subprocess.run(script_argv(name), env=full, capture_output=True, text=True, timeout=timeout)
+    res = ScriptResult(proc, term, time.time() - t0)
+    term.unlink(missing_ok=True)
+    # the termination message must be the same single line as stdout's last one
+    assert res.term.strip() == res.line, f"termination log differs from stdout: {res.term!r} vs {res.line!r}"
+    assert len(res.line.encode()) < 4096
+    return res
+
+
+def script_argv(name: str) -> list[str]:
+    """A script through bash, an agent command through the agent binary."""
+    return ["bash", str(SCRIPTS / name)] if name.endswith(".sh") else [str(AGENT), name]
+
+
+def script_env(name: str, world: World, env: dict[str, str], term: Path) -> dict[str, str]:
+    """The environment a script or agent command runs with, as in a pod."""
     tag = name + (ENV_MODE_TAG if env.get("MYSQL_ROOT_PASSWORD") else "")
     full = {
         **world.argv_env(tag),
@@ -696,15 +714,7 @@ def run_script(name: str, world: World, env: dict[str, str], timeout: float = 30
         "AGENT_BIN": str(AGENT),
     }
     full.update(env)
-    t0 = time.time()
-    argv = ["bash", str(SCRIPTS / name)] if name.endswith(".sh") else [str(AGENT), name]
-    proc = subprocess.run(argv, env=full, capture_output=True, text=True, timeout=timeout)
-    res = ScriptResult(proc, term, time.time() - t0)
-    term.unlink(missing_ok=True)
-    # the termination message must be the same single line as stdout's last one
-    assert res.term.strip() == res.line, f"termination log differs from stdout: {res.term!r} vs {res.line!r}"
-    assert len(res.line.encode()) < 4096
-    return res
+    return full
 
 
 class Writer(threading.Thread):
@@ -873,6 +883,15 @@ class Cluster:
         if self.legacy:
             env.setdefault("OPERATOR_PASSWORD_FILE", "")
         return run_script(script, self.world, {k: str(v) for k, v in env.items()})
+
+    def spawn(self, command: str, **env) -> subprocess.Popen:
+        """An agent command (the sidecar) left running, its output in a pipe:
+        the caller stops it (terminate) and reads what it printed."""
+        env.setdefault("PODS", self.pods)
+        term = Path(tempfile.mkstemp(prefix=f"term-{command}-", dir=self.world.root)[1])
+        full = script_env(command, self.world, {k: str(v) for k, v in env.items()}, term)
+        return subprocess.Popen(script_argv(command), env=full, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
 
     def bootstrap(self):
         """The bootstrap Job's script, then the harness's schema and account on

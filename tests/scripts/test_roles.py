@@ -1119,6 +1119,123 @@ def test_a_newer_epoch_reaches_the_old_primary_before_its_mounted_record(cluster
                   f"so did a replica a failover had not repointed")
 
 
+class Forwarder:
+    """A Service as kube-proxy makes one: one address, every new connection
+    forwarded to the server it currently leads to (`to`), which can change;
+    connections already made stay where they are."""
+
+    def __init__(self, port: int):
+        import socket
+        self.to = port
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        while True:
+            try:
+                a, _ = self.lsock.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(("127.0.0.1", self.to), timeout=5)
+            except OSError:
+                a.close()
+                continue
+            for x, y in ((a, b), (b, a)):
+                threading.Thread(target=self._pipe, args=(x, y), daemon=True).start()
+
+    @staticmethod
+    def _pipe(x, y):
+        try:
+            while data := x.recv(65536):
+                y.sendall(data)
+        except OSError:
+            pass
+        for sock in (x, y):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self.lsock.close()
+
+
+def _client(srv, label: str) -> tuple[Session, str]:
+    """A client session kept open on `srv`, and its connection id there."""
+    session = Session(srv, force=True)
+    session.send(f"SELECT CONCAT('{label}-', CONNECTION_ID()) AS id;")
+    assert session.wait_output(f"{label}-", 10), session.err
+    cid = next(line for line in session.out if line.startswith(f"{label}-")).split("-")[-1]
+    return session, cid
+
+
+def _connected(srv, cid: str) -> bool:
+    """Whether connection `cid` is still open on `srv`."""
+    return srv.query(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {int(cid)}") == [["1"]]
+
+
+@pytest.mark.all_servers
+def test_stranded_clients_released(cluster):
+    """Issue 35.1: a switchover fences the old primary (its client sessions
+    killed), and the clients reconnect at once through the `-primary` Service,
+    which leads to the old primary until the hook has recorded the new one. A
+    client that keeps its connection (sysbench, most pools) then stays on a
+    read-only server for good: no transaction for the rest of the real-server
+    `--sysbench` run. The old primary's agent asks the Service (PRIMARY_SERVICE,
+    here a forwarder standing in for kube-proxy) which server it leads to; once
+    that is another, it kills the client sessions once, and leaves alone those
+    opened later (through `-replicas`) and every replica's.  Before the fix the
+    stranded session was still there 10 s after the Service moved."""
+    c = cluster
+    c.bootstrap()
+    p, new, other = c["db-0"], c["db-1"], c["db-2"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", EPOCH=1)
+    assert r.rc == 0 and r.json["result"] == "switched", r
+    assert p.read_only() and p.replicating_from(new)
+    d = c.world.root / c.tag / "stranded"
+    d.mkdir()
+    pf, ef = d / "primary", d / "epoch"
+    pf.write_text("db-0\n")   # every pod's mounted record: not refreshed yet
+    ef.write_text("0\n")
+    service = Forwarder(p.port)   # the hook has not recorded db-1 yet
+    stranded, stranded_id = _client(p, "stranded")   # a client that reconnected through it
+    replica_client, replica_id = _client(other, "replica")
+    agents = [c.spawn("sidecar", POD_NAME=s.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=s.sock,
+                      PRIMARY_SERVICE=f"127.0.0.1:{service.port}", AGENT_INTERVAL=600)
+              for s in (p, other)]
+    sessions = [stranded, replica_client]
+    try:
+        time.sleep(3)   # three rounds: the Service still leads to db-0, nothing to do
+        assert _connected(p, stranded_id) and _connected(other, replica_id)
+        service.to = new.port   # the hook recorded db-1, kube-proxy followed
+        t0 = time.time()
+        wait_for(lambda: not _connected(p, stranded_id), 10, what="the stranded session killed once the Service moved")
+        released_s = time.time() - t0
+        # sessions opened after the move (a -replicas client) are left alone, and
+        # so is every replica's
+        later, later_id = _client(p, "later")
+        sessions.append(later)
+        time.sleep(3)
+        assert _connected(p, later_id) and _connected(other, replica_id)
+    finally:
+        for a in agents:
+            a.terminate()
+        outs = [a.communicate(timeout=30)[0] for a in agents]
+        for session in sessions:
+            session.close()
+        service.close()
+    assert '"result":"released-clients"' in outs[0] and '"primary":"db-1"' in outs[0], outs[0]
+    assert "released-clients" not in outs[1], outs[1]
+    assert c.writable() == ["db-1"] and p.replicating_from(new)
+    REPORT.append(f"stranded clients ({c.world.kind.name}): the old primary's agent killed the client session "
+                  f"left on it {released_s:.1f}s after the Service moved, once")
+
+
 @pytest.mark.all_servers
 def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
     """Issue 32.5, the writable side (31.1's cut network): after a failover that

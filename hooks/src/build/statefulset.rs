@@ -238,7 +238,7 @@ fn pod_spec(c: &Cluster, selector: &BTreeMap<String, String>) -> PodSpec {
             },
             Container {
                 resources: Some(pod::small_resources("10m", "32Mi", "128Mi")),
-                env: Some(env.iter().cloned().chain(exporter_account_env(c)).collect()),
+                env: Some(env.iter().cloned().chain(agent_env(c)).chain(exporter_account_env(c)).collect()),
                 volume_mounts: Some(
                     mounts
                         .iter()
@@ -353,6 +353,13 @@ const AGENT_PORT_NAME: &str = "agent";
 pub const EXPORTER_USER: &str = "exporter";
 /// The exporter's port.
 pub const EXPORTER_PORT: i32 = 9104;
+
+/// For the agent: the address clients write through, so that an old primary's
+/// agent can tell when the `-primary` Service has left it and end the client
+/// sessions it led there (`mysql-hook-agent` `stranded`, issue 35.1).
+fn agent_env(c: &Cluster) -> [EnvVar; 1] {
+    [pod::env("PRIMARY_SERVICE", format!("{}.{}.svc:3306", c.names.primary, c.namespace))]
+}
 
 /// For the agent, with the exporter: it keeps the account `exporter` on the primary
 /// with this password (`mysql-hook-agent exporter-user`), checking it through the socket.
