@@ -18,6 +18,8 @@
 //! - [`dump`]: the position a logical dump records;
 //! - [`catalog`]: the schemas and accounts a backup carries, read twice around its dump;
 //! - [`relay`]: what a replica received, and applying all of it before a promotion;
+//! - [`examine`]: a failover's look at every member, receivers stopped (and verified), at once;
+//! - [`stranded`]: clients a moved `-primary` Service left on an old primary, released;
 //! - [`gtid_calc`]: the scripts' GTID comparisons (`gtid subset A B`, ...);
 //! - [`events`]: scheduled events follow the primary (enabled there, disabled on replicas);
 //! - [`fence`]: fencing, and the epoch rule by which an old primary fences itself;
@@ -33,6 +35,7 @@ pub mod catalog;
 pub mod context;
 pub mod dump;
 pub mod events;
+pub mod examine;
 pub mod exporter_user;
 pub mod fence;
 pub mod gtid_calc;

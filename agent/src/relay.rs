@@ -151,7 +151,7 @@ pub fn received(ctx: &Context, s: &mut Server) -> Result<Received> {
     }
 }
 
-fn mysql_set(server: &str, what: &str, text: &str) -> Result<GtidSet> {
+pub(crate) fn mysql_set(server: &str, what: &str, text: &str) -> Result<GtidSet> {
     GtidSet::parse(&text.replace('\n', "")).map_err(|e| Failure::new("corrupt", format!("{server}: {what}: {e}")))
 }
 
@@ -171,7 +171,7 @@ fn mysql_received(s: &mut Server) -> Result<Received> {
     Ok(Received { received: set.to_string(), replica, applying, ..Received::default() })
 }
 
-fn mariadb_list(server: &str, what: &str, text: &str) -> Result<GtidList> {
+pub(crate) fn mariadb_list(server: &str, what: &str, text: &str) -> Result<GtidList> {
     GtidList::parse(text).map_err(|e| Failure::new("corrupt", format!("{server}: {what}: {e}")))
 }
 

@@ -23,8 +23,9 @@
 //!   other steps and this loop, which was `agent.sh`, are not. Each step's result
 //!   line is printed when it differs from the last one.
 //! - **Release stranded clients** (issue 35.1). With `PRIMARY_SERVICE`, every
-//!   `FENCE_INTERVAL` seconds while this server is read-only and its record still
-//!   names it, it asks the `-primary` Service which server it leads to; once that
+//!   `FENCE_INTERVAL` seconds while this server is read-only and may have been
+//!   the primary a moment ago (seen writable, or its record still names it), it
+//!   asks the `-primary` Service which server it leads to; once that
 //!   is another one, the client sessions opened here through it are killed, so
 //!   they reconnect to the new primary ([`crate::stranded`]).
 //! - **Answer the probes** on `AGENT_LISTEN` (default `0.0.0.0:9106`), from one
@@ -262,8 +263,7 @@ impl Prober {
         let (pod, own) = {
             let mut guard = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let role = self.gather_kept(&mut guard, env)?.role();
-            if !crate::stranded::suspect(&role) {
-                watch.reset();
+            if !watch.suspect(&role) {
                 return None;
             }
             (role.pod, crate::stranded::own_id(guard.as_mut()?).ok()?)

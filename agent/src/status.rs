@@ -81,6 +81,19 @@ impl ReplicaStatus {
         }))
     }
 
+    /// `s`'s status, or `None` when it is not a replica.
+    ///
+    /// # Errors
+    /// The server's error, or a malformed row.
+    pub fn read(s: &mut crate::server::Server) -> Result<Option<Self>> {
+        let q = match s.flavor {
+            crate::context::Flavor::Mysql => "SHOW REPLICA STATUS",
+            crate::context::Flavor::Mariadb => "SHOW SLAVE STATUS",
+        };
+        let rows = s.rows(q)?;
+        Self::from_rows(&s.name, &rows)
+    }
+
     /// Both threads run and no error is recorded.
     #[must_use]
     pub fn healthy(&self) -> bool {

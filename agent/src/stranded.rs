@@ -9,9 +9,9 @@
 //! the connection lives. Measured with sysbench through the Service: no
 //! transaction at all for the rest of the run after a switchover.
 //!
-//! So, while this server is read-only and its mounted record still names it as
-//! the primary (the only state in which the Service may have led a writing client
-//! here: the record reaches the pod up to a minute after the Service moved), its
+//! So, while this server is read-only and may have been the primary a moment
+//! ago (its agent saw it writable, or its mounted record still names it: the
+//! record reaches the pod up to a minute late, in either direction), its
 //! agent asks the Service every second which server it leads to. Once that is
 //! another server, the Service has moved: every client session here was opened
 //! through it before, and is killed once; the clients come back through the
@@ -39,17 +39,19 @@ use crate::{
 const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether the Service may have led writing clients to this server: it is
-/// read-only and its mounted record names it as the primary.
+/// read-only, and its agent saw it writable since the last release
+/// (`was_writable`) or its mounted record names it as the primary.
 #[must_use]
-pub fn suspect(r: &Role) -> bool {
-    !r.writable && r.recorded_primary.as_deref() == Some(r.pod.as_str())
+pub fn suspect(r: &Role, was_writable: bool) -> bool {
+    !r.writable && (was_writable || r.recorded_primary.as_deref() == Some(r.pod.as_str()))
 }
 
 /// A server, as the Service's answer names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub server_id: u64,
-    /// `report_host`: the pod's name (`None` when the server has none).
+    /// The member it is (by `report_host` and `report_port`), else its
+    /// `report_host` (`None` when the server has none).
     pub name: Option<String>,
 }
 
@@ -60,9 +62,11 @@ pub fn moved_to(own_id: u64, routed: Option<&Answer>, killed_for: Option<u64>) -
     routed.filter(|a| a.server_id != own_id && killed_for != Some(a.server_id))
 }
 
-/// The memory of one server's agent: the server the last kill was for.
+/// The memory of one server's agent: whether it saw the server writable since
+/// the last release, and the server the last kill was for.
 #[derive(Debug, Default)]
 pub struct Watch {
+    was_writable: bool,
     killed_for: Option<u64>,
 }
 
@@ -97,9 +101,14 @@ pub fn ask_service(ctx: &Context, addr: &Addr) -> Option<Answer> {
     // attempt, and the next round asks again anyway.
     let quick = Context { connect_timeout: ASK_TIMEOUT, query_timeout: ASK_TIMEOUT, ..ctx.clone() };
     let mut s = Server::connect_via(&quick, "the primary Service", addr).ok()?;
-    let rows = s.rows("SELECT @@global.server_id, @@global.report_host").ok()?;
+    let rows = s.rows("SELECT @@global.server_id, @@global.report_host, @@global.report_port").ok()?;
     let row = rows.first()?;
-    Some(Answer { server_id: text(row, 0)?.parse().ok()?, name: text(row, 1).filter(|n| !n.is_empty()) })
+    let host = text(row, 1).filter(|n| !n.is_empty());
+    let port: Option<u16> = text(row, 2).and_then(|p| p.parse().ok());
+    // The member whose address the server reports (init.sh sets report_host and
+    // report_port from it); else the reported host as it is.
+    let member = ctx.pods.iter().find(|(_, a)| Some(&a.host) == host.as_ref() && Some(a.port) == port);
+    Some(Answer { server_id: text(row, 0)?.parse().ok()?, name: member.map(|(n, _)| n.clone()).or(host) })
 }
 
 /// This server's `server_id`.
@@ -112,10 +121,18 @@ pub fn own_id(s: &mut Server) -> Result<u64> {
 }
 
 impl Watch {
-    /// Forgets the last kill: the server is no longer [`suspect`] (writable, or
-    /// its record moved on), so a later role change starts afresh.
-    pub fn reset(&mut self) {
-        self.killed_for = None;
+    /// Whether `r` is [`suspect`]; remembers a writable server, and forgets the
+    /// last kill once the server is no longer suspect (writable, or its record
+    /// moved on and it was released), so a later role change starts afresh.
+    pub fn suspect(&mut self, r: &Role) -> bool {
+        if r.writable {
+            self.was_writable = true;
+        }
+        let suspect = suspect(r, self.was_writable);
+        if !suspect {
+            self.killed_for = None;
+        }
+        suspect
     }
 
     /// One round for a [`suspect`] server: kills the client sessions through
@@ -128,6 +145,7 @@ impl Watch {
         let Some(to) = moved_to(own_id, routed, self.killed_for) else { return Ok(None) };
         let killed = crate::fence::kill_clients(local)?;
         self.killed_for = Some(to.server_id);
+        self.was_writable = false;
         Ok(Some(Released { to: to.clone(), killed }))
     }
 }
@@ -146,12 +164,25 @@ mod tests {
     }
 
     #[test]
-    fn only_a_read_only_server_its_record_names_is_suspect() {
-        assert!(suspect(&role("db-0", false, "db-0")), "a fenced old primary, its record not refreshed");
-        assert!(!suspect(&role("db-0", true, "db-0")), "the primary");
-        assert!(!suspect(&role("db-1", false, "db-0")), "a replica: only -replicas leads here");
-        assert!(!suspect(&role("db-0", true, "db-1")), "writable: the fence's business, not this");
-        assert!(!suspect(&role("db-0", false, "")), "no record");
+    fn only_a_read_only_server_that_was_or_is_recorded_primary_is_suspect() {
+        assert!(suspect(&role("db-0", false, "db-0"), false), "a fenced old primary, its record not refreshed");
+        assert!(suspect(&role("db-0", false, "db-1"), true), "fenced, its record already refreshed");
+        assert!(!suspect(&role("db-0", true, "db-0"), true), "the primary");
+        assert!(!suspect(&role("db-1", false, "db-0"), false), "a replica: only -replicas leads here");
+        assert!(!suspect(&role("db-0", true, "db-1"), false), "writable: the fence's business, not this");
+        assert!(!suspect(&role("db-0", false, ""), false), "no record");
+    }
+
+    #[test]
+    fn the_watch_remembers_a_writable_server_until_it_is_released() {
+        let mut w = Watch::default();
+        assert!(!w.suspect(&role("db-0", false, "db-1")), "a replica since the agent started");
+        assert!(!w.suspect(&role("db-0", true, "db-0")), "the primary");
+        assert!(w.suspect(&role("db-0", false, "db-1")), "demoted, its record refreshed at once");
+        w.killed_for = Some(2);
+        w.was_writable = false; // what a release does
+        assert!(!w.suspect(&role("db-0", false, "db-1")), "released: a replica like the others");
+        assert_eq!(w.killed_for, None);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 #      otherwise: fence-failed, nothing promoted;
 #   2. stop the IO (receiver) thread on every reachable member other than
 #      PRIMARY, so nothing new arrives and the old primary cannot collect
-#      semi-sync acknowledgements; read each one's executed and received sets;
+#      semi-sync acknowledgements, and verify it stopped (a member whose
+#      receiver may still run is not examined); read each one's executed and
+#      received sets: all members at once, by the agent's `examine`;
 #   3. quorum: fewer than QUORUM of them answered and FORCE is not 1 ->
 #      no-quorum, nothing promoted -- unless PRIMARY answers, at least one
 #      other member is examined, and PRIMARY's received set contains every
@@ -104,16 +106,8 @@ done
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
-# survey POD: EXEC (executed), RECV (executed + received), IDENT; 1 when POD
-# stopped answering.
+# EXEC (executed), RECV (executed + received), IDENT per examined member (step 2).
 declare -A EXEC=() RECV=() IDENT=()
-survey() {
-  local p=$1
-  EXEC[$p]=$(sql_gtid_executed "$p") || return 1
-  RECV[$p]=$(sql_gtid_received "$p") || return 1
-  IDENT[$p]=$(sql_server_identity "$p") || return 1
-  log "$p executed=[${EXEC[$p]}] received=[${RECV[$p]}]"
-}
 
 if (( ${#writable[@]} == 1 )); then
   r_arr unreachable "${unreachable[@]}"
@@ -122,19 +116,32 @@ if (( ${#writable[@]} == 1 )); then
   log "$new is already the writable primary (earlier run); adopting it"
   promoted "$new"
 else
-  # 2. nothing new may arrive; read what each member has
+  # 2. nothing new may arrive; read what each member has: the agent's
+  #    `examine` (agent/src/examine.rs) stops every receiver, verifies that it
+  #    stopped (a member whose receiver may still receive is not examined),
+  #    and reads all members at once.
+  ask=("${members[@]}")
+  [ "$old_up" = true ] && ask+=("$old")
+  look=$(mktemp -d "${TMPDIR:-/tmp}/examine.XXXXXX")
+  out=$(EXAMINE_PODS="${ask[*]}" EXAMINE_OUT=$look TERMINATION_LOG=/dev/null "$AGENT_BIN" examine) ||
+    fail examine-failed "the agent could not examine the members: ${out:-it did not answer}"
+  log "examine: $out"
   examined=()
-  for p in "${members[@]}"; do
-    sql_stop_io_thread "$p"
-    if survey "$p"; then examined+=("$p")
-    else log "$p is not examined: it stopped answering, or what it received could not be read"; unreachable+=("$p"); fi
+  for p in "${ask[@]}"; do
+    if [ -f "$look/$p" ]; then
+      { IFS= read -r "EXEC[$p]"; IFS= read -r "RECV[$p]"; IFS= read -r "IDENT[$p]"; } < "$look/$p"
+      log "$p executed=[${EXEC[$p]}] received=[${RECV[$p]}]"
+      [ "$p" = "$old" ] || examined+=("$p")
+    elif [ "$p" = "$old" ]; then
+      old_up=false; log "old primary $old is not examined: $(< "$look/$p.why")"
+    else
+      log "$p is not examined: $(< "$look/$p.why")"; unreachable+=("$p")
+    fi
   done
+  rm -rf "$look"
   members=("${examined[@]}")
   r_arr unreachable "${unreachable[@]}"
   r_raw fenced "$fenced"
-  if [ "$old_up" = true ] && ! survey "$old"; then
-    old_up=false; log "old primary $old stopped answering"
-  fi
 
   # 3. quorum
   if (( ${#members[@]} < QUORUM )); then

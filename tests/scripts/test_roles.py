@@ -944,6 +944,43 @@ def failover_past_a_cut_primary(c):
     return c[new]
 
 
+# ------------------------------------------------------------------ 31.8: receivers
+
+@pytest.mark.all_servers
+def test_failover_counts_only_stopped_receivers(cluster):
+    """Issue 31.8 (review finding 10): a failover stops every member's receiver
+    before it reads what each holds, so that nothing arrives after the read. The
+    script ignored the statement's errors (`|| true`) and read the member anyway:
+    one whose receiver went on running counted towards the quorum while the old
+    primary, cut off from the Job but not from it, kept sending it commits.  Here
+    db-2 refuses the stop (the operator account may not stop its receiver there),
+    the Job cannot reach db-0, and QUORUM is 2: before the fix the failover
+    promoted, db-2 still replicating from db-0; now db-2 is not examined and the
+    failover refuses (no-quorum); with QUORUM 1 it goes on without db-2."""
+    c = cluster
+    c.bootstrap()
+    p, lame = c["db-0"], c["db-2"]
+    fill(p, 1, 10)
+    c.wait_synced(p)
+    revoke = "SET sql_log_bin = 0; REVOKE SUPER, {} ON *.* FROM 'mysqlhook'@'%'"
+    if c.world.kind.mysql:   # a replica is super_read_only; read_only stays on
+        lame.query("SET GLOBAL super_read_only = 0; " + revoke.format("REPLICATION_SLAVE_ADMIN")
+                   + "; SET GLOBAL super_read_only = 1")
+    else:
+        lame.query(revoke.format("REPLICATION SLAVE ADMIN"))
+    cut = " ".join(f"{s.name}=127.0.0.1:9" if s.name == "db-0" else f"{s.name}={s.addr}" for s in c.servers)
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=1, QUORUM=2)
+    assert r.rc != 0 and r.json.get("reason") == "no-quorum", r
+    assert "db-2" in r.json.get("unreachable", []), r
+    assert "db-2 is not examined: receiver-running" in r.stderr, r
+    assert c.writable() == ["db-0"], c.writable()
+    assert lame.replicating_from(p), "db-2's receiver still runs: it must not have counted"
+    r = c.run("failover.sh", PRIMARY="db-0", PODS=cut, EPOCH=2, QUORUM=1)
+    assert r.rc == 0 and r.json["result"] == "promoted" and r.json["primary"] == "db-1", r
+    REPORT.append(f"receivers ({c.world.kind.name}): a member whose receiver could not be stopped was not "
+                  f"examined (no-quorum at QUORUM 2, promoted without it at 1, {r.seconds:.1f}s)")
+
+
 # ------------------------------------------------------------------ 31.8: events
 
 def gtid_subset(c, a: str, b: str) -> bool:
@@ -1178,7 +1215,8 @@ def _connected(srv, cid: str) -> bool:
 
 
 @pytest.mark.all_servers
-def test_stranded_clients_released(cluster):
+@pytest.mark.parametrize("record", ["stale", "refreshed"])
+def test_stranded_clients_released(cluster, record):
     """Issue 35.1: a switchover fences the old primary (its client sessions
     killed), and the clients reconnect at once through the `-primary` Service,
     which leads to the old primary until the hook has recorded the new one. A
@@ -1187,34 +1225,45 @@ def test_stranded_clients_released(cluster):
     `--sysbench` run. The old primary's agent asks the Service (PRIMARY_SERVICE,
     here a forwarder standing in for kube-proxy) which server it leads to; once
     that is another, it kills the client sessions once, and leaves alone those
-    opened later (through `-replicas`) and every replica's.  Before the fix the
-    stranded session was still there 10 s after the Service moved."""
+    opened later (through `-replicas`) and every replica's.  Whether or not the
+    mounted record already names the new primary (`refreshed`: the real-server
+    run's scenario 5, where the kubelet's refresh came first and a check of the
+    record alone did nothing).  Before the fix the stranded session was still
+    there 10 s after the Service moved."""
     c = cluster
     c.bootstrap()
     p, new, other = c["db-0"], c["db-1"], c["db-2"]
     fill(p, 1, 10)
     c.wait_synced(p)
-    r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", EPOCH=1)
-    assert r.rc == 0 and r.json["result"] == "switched", r
-    assert p.read_only() and p.replicating_from(new)
     d = c.world.root / c.tag / "stranded"
     d.mkdir()
     pf, ef = d / "primary", d / "epoch"
-    pf.write_text("db-0\n")   # every pod's mounted record: not refreshed yet
+    pf.write_text("db-0\n")
     ef.write_text("0\n")
-    service = Forwarder(p.port)   # the hook has not recorded db-1 yet
-    stranded, stranded_id = _client(p, "stranded")   # a client that reconnected through it
-    replica_client, replica_id = _client(other, "replica")
+    service = Forwarder(p.port)
     agents = [c.spawn("sidecar", POD_NAME=s.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=s.sock,
                       PRIMARY_SERVICE=f"127.0.0.1:{service.port}", AGENT_INTERVAL=600)
               for s in (p, other)]
-    sessions = [stranded, replica_client]
+    sessions = []
     try:
+        time.sleep(2)   # the agents' first rounds: db-0 is the writable primary
+        r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", EPOCH=1)
+        assert r.rc == 0 and r.json["result"] == "switched", r
+        assert p.read_only() and p.replicating_from(new)
+        if record == "refreshed":
+            pf.write_text("db-1\n")
+            ef.write_text("1\n")
+        # a client that reconnected through the Service, which the hook has not
+        # moved yet, and one of a replica
+        stranded, stranded_id = _client(p, "stranded")
+        replica_client, replica_id = _client(other, "replica")
+        sessions += [stranded, replica_client]
         time.sleep(3)   # three rounds: the Service still leads to db-0, nothing to do
         assert _connected(p, stranded_id) and _connected(other, replica_id)
         service.to = new.port   # the hook recorded db-1, kube-proxy followed
         t0 = time.time()
-        wait_for(lambda: not _connected(p, stranded_id), 10, what="the stranded session killed once the Service moved")
+        wait_for(lambda: not _connected(p, stranded_id), 10,
+                 what="the stranded session killed once the Service moved")
         released_s = time.time() - t0
         # sessions opened after the move (a -replicas client) are left alone, and
         # so is every replica's
@@ -1229,11 +1278,11 @@ def test_stranded_clients_released(cluster):
         for session in sessions:
             session.close()
         service.close()
-    assert '"result":"released-clients"' in outs[0] and '"primary":"db-1"' in outs[0], outs[0]
+    assert outs[0].count('"result":"released-clients"') == 1 and '"primary":"db-1"' in outs[0], outs[0]
     assert "released-clients" not in outs[1], outs[1]
     assert c.writable() == ["db-1"] and p.replicating_from(new)
-    REPORT.append(f"stranded clients ({c.world.kind.name}): the old primary's agent killed the client session "
-                  f"left on it {released_s:.1f}s after the Service moved, once")
+    REPORT.append(f"stranded clients ({c.world.kind.name}, record {record}): the old primary's agent killed the "
+                  f"client session left on it {released_s:.1f}s after the Service moved, once")
 
 
 @pytest.mark.all_servers
