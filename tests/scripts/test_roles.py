@@ -1042,6 +1042,17 @@ def test_events_follow_the_primary(cluster):
 
 # ------------------------------------------------------------------ 31.1: epochs
 
+def mounted_record(c, name: str, primary: str = "db-0", epoch: int = 0):
+    """The config ConfigMap's `primary` and `epoch` as a pod mounts them: two
+    files (PRIMARY_FILE, EPOCH_FILE) the test rewrites as the kubelet would."""
+    d = c.world.root / c.tag / name
+    d.mkdir()
+    pf, ef = d / "primary", d / "epoch"
+    pf.write_text(f"{primary}\n")
+    ef.write_text(f"{epoch}\n")
+    return pf, ef
+
+
 @pytest.mark.all_servers
 def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
     """Issue 31.1: a failover that cannot reach the old primary promotes (semi-sync
@@ -1052,12 +1063,8 @@ def test_an_unreachable_old_primary_fences_itself_on_a_newer_epoch(cluster):
     c = cluster
     p = c["db-0"]
     new = failover_past_a_cut_primary(c).name
-    d = c.world.root / c.tag / "epochs"
-    d.mkdir()
-    pf, ef = d / "primary", d / "epoch"
     # The new primary's agent, while its mounted file still names db-0 of epoch 0: untouched.
-    pf.write_text("db-0\n")
-    ef.write_text("0\n")
+    pf, ef = mounted_record(c, "epochs")
     a = c.run("sidecar", POD_NAME=new, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=c[new].sock,
               AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
     assert not c[new].read_only() and "fenced-self" not in a.stdout, a
@@ -1093,11 +1100,7 @@ def test_a_newer_epoch_reaches_the_old_primary_before_its_mounted_record(cluster
     p = c["db-0"]
     fill(p, 1, 10)
     c.wait_synced(p)
-    d = c.world.root / c.tag / "record"
-    d.mkdir()
-    pf, ef = d / "primary", d / "epoch"
-    pf.write_text("db-0\n")
-    ef.write_text("0\n")
+    pf, ef = mounted_record(c, "record")
     # A switchover to db-1 (epoch 1) repoints db-0; its record still says db-0 of 0.
     r = c.run("switchover.sh", PRIMARY="db-0", TARGET="db-1", EPOCH=1)
     assert r.rc == 0 and r.json["result"] == "switched", r
@@ -1210,8 +1213,14 @@ def _client(srv, label: str) -> tuple[Session, str]:
 
 
 def _connected(srv, cid: str) -> bool:
-    """Whether connection `cid` is still open on `srv`."""
-    return srv.query(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {int(cid)}") == [["1"]]
+    """Whether connection `cid` is still open on `srv`. The question is a client
+    session too: one the agent's release kills is asked again."""
+    for _ in range(3):
+        try:
+            return srv.query(f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {int(cid)}") == [["1"]]
+        except subprocess.CalledProcessError:
+            time.sleep(0.2)
+    raise AssertionError(f"{srv.name} does not answer")
 
 
 @pytest.mark.all_servers
@@ -1235,11 +1244,7 @@ def test_stranded_clients_released(cluster, record):
     p, new, other = c["db-0"], c["db-1"], c["db-2"]
     fill(p, 1, 10)
     c.wait_synced(p)
-    d = c.world.root / c.tag / "stranded"
-    d.mkdir()
-    pf, ef = d / "primary", d / "epoch"
-    pf.write_text("db-0\n")
-    ef.write_text("0\n")
+    pf, ef = mounted_record(c, "stranded")
     service = Forwarder(p.port)
     agents = [c.spawn("sidecar", POD_NAME=s.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=s.sock,
                       PRIMARY_SERVICE=f"127.0.0.1:{service.port}", AGENT_INTERVAL=600)
@@ -1297,12 +1302,8 @@ def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
     c = cluster
     p = c["db-0"]
     new = failover_past_a_cut_primary(c)
-    d = c.world.root / c.tag / "stale"
-    d.mkdir()
-    pf, ef = d / "primary", d / "epoch"
     # Every agent's record is the one from before the failover: db-0 of epoch 0.
-    pf.write_text("db-0\n")
-    ef.write_text("0\n")
+    pf, ef = mounted_record(c, "stale")
     # Readiness asks the members too: the old primary is never Ready beside the
     # newer one, whatever its record says (before: "db-0 is the primary
     # (writable)"); the newer one is, its record naming db-0 of epoch 0.
