@@ -203,7 +203,15 @@ fn errant(flavor: Flavor, args: &[String]) -> Result<Answer, String> {
 /// read `before` and `after` the dump and the dump's position `pos`: each entry as
 /// before, the position's own (domain, server id) at the position. `None` when
 /// that cannot be known: an entry of another server changed while the dump ran
-/// (a role change), or the position is not between the two states.
+/// (a role change), or the position is past the state read after it.
+///
+/// The position may be *below* the state read before the dump: a commit is
+/// written to the binary log before the engine commits it, and with semi-sync
+/// (`AFTER_SYNC`) it stays there, outside every snapshot, until a replica
+/// acknowledges it. Such commits are in the donor's binary log (the primary's
+/// own, or received from it), so the seeded server fetches them by replication
+/// from the position; refusing them left a primary with no replica that could
+/// ever acknowledge (real-server scenario 15).
 #[must_use]
 pub fn seed_state(before: &GtidList, after: &GtidList, pos: &GtidList) -> Option<GtidList> {
     if pos.is_empty() || before.iter().any(|g| after.get(g.domain, g.server_id).is_none()) {
@@ -220,9 +228,7 @@ pub fn seed_state(before: &GtidList, after: &GtidList, pos: &GtidList) -> Option
         out.insert(g);
     }
     for p in pos.iter() {
-        let a = after.get(p.domain, p.server_id)?;
-        let b = before.get(p.domain, p.server_id).unwrap_or(0);
-        if !(b <= p.seq && p.seq <= a) {
+        if p.seq > after.get(p.domain, p.server_id)? {
             return None;
         }
         out.insert(p);
@@ -304,6 +310,10 @@ mod tests {
         assert_eq!(s.map(|s| s.to_string()), Some("0-1-7,0-2-3".into()));
         assert_eq!(seed_state(&l("0-1-5,0-2-3"), &l("0-1-9,0-2-4"), &l("0-1-7")), None, "0-2 moved: a role change");
         assert_eq!(seed_state(&l("0-1-5"), &l("0-1-9"), &l("0-1-10")), None, "past the after state");
+        assert_eq!(seed_state(&l("0-1-5"), &l("0-1-5"), &l("0-2-1")), None, "a server the donor never knew");
+        // commits in the binary log, waiting for an acknowledgement, outside the snapshot
+        let pending = seed_state(&l("0-1-2161,0-2-2988"), &l("0-1-2161,0-2-2988"), &l("0-2-2986"));
+        assert_eq!(pending.map(|s| s.to_string()), Some("0-1-2161,0-2-2986".to_owned()));
         assert_eq!(seed_state(&l("0-1-5"), &l("0-1-9"), &l("")), None);
     }
 }

@@ -463,6 +463,54 @@ def test_seed_from_the_primary_under_writes(world, request):
         c.close()
 
 
+def test_seed_while_the_primary_waits_for_an_acknowledgement(world, request):
+    """The primary's only replica is gone and a commit waits in its binary log
+    for an acknowledgement (semi-sync AFTER_SYNC, no timeout): it is in
+    gtid_binlog_state, not yet in the engine, so a dump's snapshot position is
+    below the state read before the dump. The new replica is seeded at that
+    position anyway (the waiting commit then reaches it by replication and is
+    acknowledged); refusing it as "donor-changed" left the cluster with no
+    replica that could ever acknowledge (real-server scenario 15). MariaDB's
+    logical seed only: MySQL seeds by CLONE, a physical copy that carries the
+    donor's own GTID state."""
+    c = Cluster(world, "pendack", n=1)
+    try:
+        assert c.run("bootstrap.sh", PRIMARY="").rc == 0
+        p = c["db-0"]
+        p.query("CREATE DATABASE hook; CREATE TABLE hook.t (n INT PRIMARY KEY, writer VARCHAR(8), sid INT, "
+                "ts DATETIME(6))")
+        c.add("db-1")
+        assert join(c, "db-1").json["result"] == "joined"
+        assert join(c, "db-0").json["semiSync"] is True
+        p.query("INSERT INTO hook.t VALUES (1, 'a', 1, NOW())")
+        c.remove("db-1")
+        before = p.value("SELECT @@global.gtid_binlog_state")
+        waiting: dict[str, object] = {}
+
+        def commit():
+            try:
+                p.query("INSERT INTO hook.t VALUES (2, 'a', 1, NOW())", timeout=300)
+                waiting["ok"] = True
+            except Exception as e:  # noqa: BLE001 -- reported by the assertion below
+                waiting["error"] = e
+        t = threading.Thread(target=commit, daemon=True)
+        t.start()
+        wait_for(lambda: p.value("SELECT @@global.gtid_binlog_state") != before, timeout=30,
+                 what="the commit written to the binary log, waiting for an acknowledgement")
+        assert p.value("SELECT COUNT(*) FROM hook.t") == "1" and t.is_alive(), "the commit must still wait"
+        new = c.add("db-2")
+        r = join(c, "db-2")
+        assert r.rc == 0 and r.json["result"] == "joined", r.json.get("message")
+        assert r.json["seededFrom"] == "db-0", r.json
+        t.join(timeout=60)
+        assert waiting.get("ok") is True, waiting
+        c.wait_synced(p)
+        assert new.value("SELECT GROUP_CONCAT(n ORDER BY n) FROM hook.t") == "1,2"
+        assert new.value("SELECT @@global.gtid_slave_pos") == p.value("SELECT @@global.gtid_binlog_pos")
+    finally:
+        c.close()
+
+
 def test_primary_semisync_follows_membership(world, request):
     """Scaling 1 -> 2 -> 1: the primary's agent turns its semi-sync source on
     once the new replica is connected (not before: that would stop every write
