@@ -204,6 +204,12 @@ impl Context {
         self.pods.iter().find(|(n, _)| n == pod).map(|(_, a)| a)
     }
 
+    /// The member with that address (as a replica's source names it).
+    #[must_use]
+    pub fn member_at(&self, host: &str, port: u16) -> Option<&str> {
+        self.pods.iter().find(|(_, a)| a.host == host && a.port == port).map(|(n, _)| n.as_str())
+    }
+
     /// The member names, in ordinal order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.pods.iter().map(|(n, _)| n.as_str())

@@ -175,10 +175,7 @@ fn seeding(s: &mut Server, flavor: Flavor) -> bool {
 
 /// The member with that address, or `host:port`.
 fn member_at(ctx: &Context, host: &str, port: u16) -> String {
-    ctx.pods
-        .iter()
-        .find(|(_, a)| a.host == host && a.port == port)
-        .map_or_else(|| format!("{host}:{port}"), |(name, _)| name.clone())
+    ctx.member_at(host, port).map_or_else(|| format!("{host}:{port}"), str::to_owned)
 }
 
 fn thread(t: Thread) -> &'static str {

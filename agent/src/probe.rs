@@ -388,6 +388,21 @@ impl Facts {
         names_me || (!receiving && (self.initialized || self.repl_account))
     }
 
+    /// Whether this read-only server replicates from another member than its
+    /// record names: a failover or switchover repointed it before the kubelet
+    /// refreshed the record. The servers are asked then too: a replica that
+    /// followed the stale record instead would be repointed to an old primary
+    /// (left writable by a cut network) and, holding commits that one lacks,
+    /// called errant and rebuilt from it (real-server scenario 15).
+    #[must_use]
+    pub fn streams_from_another(&self, ctx: &Context) -> bool {
+        if self.writable || self.recorded_epoch.is_none() {
+            return false;
+        }
+        let (Some(r), Some(primary)) = (&self.replica, &self.recorded_primary) else { return false };
+        ctx.member_at(&r.source_host, r.source_port).is_some_and(|source| source != primary)
+    }
+
     /// Takes `newer` as the record when its epoch is newer than the record's.
     pub fn adopt(&mut self, newer: &Newer) {
         if self.recorded_epoch.is_some_and(|e| newer.epoch > e) {
@@ -512,9 +527,10 @@ pub fn newer_primary(ctx: &Context, me: &str, than: i64) -> Option<Newer> {
 }
 
 /// Completes `f` with a newer primary when its record may be stale
-/// ([`Facts::record_may_be_stale`]); returns what it learned.
+/// ([`Facts::record_may_be_stale`], [`Facts::streams_from_another`]); returns
+/// what it learned.
 pub fn check_newer_primary(ctx: &Context, f: &mut Facts) -> Option<Newer> {
-    if !f.record_may_be_stale() {
+    if !f.record_may_be_stale() && !f.streams_from_another(ctx) {
         return None;
     }
     let newer = newer_primary(ctx, &f.pod, f.recorded_epoch?)?;
@@ -691,6 +707,27 @@ mod tests {
         assert!(!needs_primary_check(&Facts { repl_account: true, ..fresh.clone() }));
         assert!(!needs_primary_check(&Facts { recorded_primary: None, ..fresh.clone() }));
         assert!(!needs_primary_check(&Facts { recorded_primary: Some("db-1".into()), ..fresh }), "itself");
+    }
+
+    #[test]
+    fn a_replica_repointed_before_its_record_asks_the_servers() {
+        let e = crate::context::tests::env(&[
+            ("FLAVOR", "mariadb"),
+            ("PODS", "db-0=db-0.db:3306 db-1=db-1.db:3306"),
+            ("OPERATOR_PASSWORD", "x"),
+        ]);
+        let ctx = Context::from_env(&e).map_err(|f| f.message).unwrap_or_else(|m| panic!("{m}"));
+        // facts(): db-1 replicates from db-0.db:3306, its record names db-0
+        let follows = Facts { recorded_epoch: Some(3), ..facts() };
+        assert!(!follows.streams_from_another(&ctx), "it streams from the recorded primary");
+        let moved = Facts { recorded_primary: Some("db-2".into()), ..follows.clone() };
+        assert!(moved.streams_from_another(&ctx), "repointed by a role change the record does not show yet");
+        assert!(!Facts { recorded_epoch: None, ..moved.clone() }.streams_from_another(&ctx), "no epoch: no judgement");
+        assert!(!Facts { writable: true, ..moved.clone() }.streams_from_another(&ctx));
+        assert!(!Facts { replica: None, ..moved }.streams_from_another(&ctx));
+        let elsewhere =
+            Facts { replica: Some(ReplicaStatus { source_port: 9, ..replica(Thread::Yes, Some(0)) }), ..follows };
+        assert!(!elsewhere.streams_from_another(&ctx), "a source that is no member: the record is followed");
     }
 
     #[test]

@@ -77,6 +77,9 @@ pub struct Prober {
     /// Whether the last readiness answer passed: a change is printed (the
     /// container's log then says when and why the server turned (Not)Ready).
     last_ready: Mutex<Option<bool>>,
+    /// The newest primary the servers named to [`Prober::newer_primary`], kept
+    /// while the mounted record is older (see [`remember`]).
+    known: Mutex<Option<probe::Newer>>,
 }
 
 impl Prober {
@@ -90,6 +93,7 @@ impl Prober {
             surveys: Mutex::new(probe::Surveys::default()),
             started: Instant::now(),
             last_ready: Mutex::new(None),
+            known: Mutex::new(None),
         }
     }
 
@@ -147,7 +151,9 @@ impl Prober {
             let mut kept = self.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             self.gather_kept(&mut kept, env)?
         };
-        probe::check_newer_primary(&self.ctx, &mut facts)
+        let recorded = facts.recorded_epoch;
+        let found = probe::check_newer_primary(&self.ctx, &mut facts);
+        remember(&mut self.known.lock().unwrap_or_else(std::sync::PoisonError::into_inner), found, recorded)
     }
 
     /// The facts through the kept session: opened when missing, dropped when a
@@ -275,6 +281,26 @@ impl Prober {
             Err(f) => Some(f.report().line()),
         }
     }
+}
+
+/// The primary `join.sh` follows instead of the mounted record: the newest the
+/// servers named (`found` now, or `known` from an earlier round), while its
+/// epoch is newer than the record's (`recorded`). Kept across rounds so that a
+/// survey that misses the newer primary once (it restarts, a packet is lost)
+/// never sends `join.sh` back to the record's older primary, which a cut
+/// network may have left writable (real-server scenario 15); forgotten in
+/// effect once the record catches up.
+fn remember(
+    known: &mut Option<probe::Newer>,
+    found: Option<probe::Newer>,
+    recorded: Option<i64>,
+) -> Option<probe::Newer> {
+    if let Some(found) = found
+        && known.as_ref().is_none_or(|k| found.epoch >= k.epoch)
+    {
+        *known = Some(found);
+    }
+    known.clone().filter(|k| recorded.is_some_and(|r| k.epoch > r))
 }
 
 /// One HTTP/1.1 request on `stream`, answered and closed. Only `GET` of the three
@@ -486,4 +512,26 @@ pub fn run(env: Arc<dyn Env + Send + Sync>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn newer(primary: &str, epoch: i64) -> probe::Newer {
+        probe::Newer { primary: primary.into(), epoch }
+    }
+
+    #[test]
+    fn the_newest_primary_learned_is_followed_until_the_record_catches_up() {
+        let mut known = None;
+        assert_eq!(remember(&mut known, None, Some(3)), None, "nothing learned: the record");
+        assert_eq!(remember(&mut known, Some(newer("db-1", 4)), Some(3)), Some(newer("db-1", 4)));
+        // the next survey misses db-1: still db-1, never the record's db-0 of epoch 3
+        assert_eq!(remember(&mut known, None, Some(3)), Some(newer("db-1", 4)));
+        assert_eq!(remember(&mut known, Some(newer("db-2", 2)), Some(1)), Some(newer("db-1", 4)), "older: ignored");
+        assert_eq!(remember(&mut known, Some(newer("db-2", 5)), Some(3)), Some(newer("db-2", 5)));
+        assert_eq!(remember(&mut known, None, Some(5)), None, "the record caught up");
+        assert_eq!(remember(&mut known, None, None), None, "no epoch recorded: no judgement");
+    }
 }

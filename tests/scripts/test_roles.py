@@ -1334,6 +1334,39 @@ def test_a_writable_old_primary_learns_a_newer_epoch_from_the_servers(cluster):
 
 
 @pytest.mark.all_servers
+def test_a_replica_never_follows_an_older_writable_primary(cluster):
+    """Real-server scenario 15 (CI on 948e6e2): a failover that could not reach
+    db-0 repointed the third server to the new primary, whose commits it
+    acknowledges; its mounted record still named db-0 (epoch 0). The network
+    healed and, in the second before db-0's agent fenced it, the replica's agent
+    ran join.sh on that record: db-0 answered writable, replicating from nobody,
+    so the replica's transactions from the new primary were "errant" and
+    (rebuildErrant) it was wiped and seeded from db-0 -- the acknowledgements
+    it held gone, and the new primary left with no replica. A replica that
+    streams from another member than its record names asks the servers: the
+    newer epoch's primary is followed, an older writable one never."""
+    c = cluster
+    p = c["db-0"]
+    new = failover_past_a_cut_primary(c)
+    other = next(s for s in c.servers if s.name not in ("db-0", new.name))
+    assert other.replicating_from(new)
+    fill(new, 11, 20)
+    c.wait_synced(new)
+    # the commit db-0 wrote as the cut began: never acknowledged (semi-sync off
+    # here, so the test's own client is answered)
+    semisync = "rpl_semi_sync_source_enabled" if c.world.kind.mysql else "rpl_semi_sync_master_enabled"
+    p.query(f"SET GLOBAL {semisync}=OFF")
+    fill(p, 100, 100)
+    pf, ef = mounted_record(c, "stale")
+    a = c.run("sidecar", POD_NAME=other.name, PRIMARY_FILE=pf, EPOCH_FILE=ef, SERVER_SOCKET=other.sock,
+              REBUILD_ERRANT="true", AGENT_ITERATIONS=1, AGENT_INTERVAL=0)
+    assert '"result":"already-replica"' in a.stdout and f'"primary":"{new.name}"' in a.stdout, a
+    assert other.replicating_from(new) and rows(other) == set(range(1, 21))
+    assert sorted(c.writable()) == sorted(["db-0", new.name]), "nobody fenced db-0 here: its own agent does"
+    assert rows(p) == set(range(1, 11)) | {100}
+
+
+@pytest.mark.all_servers
 def test_no_role_change_adopts_an_old_primary_left_writable(cluster):
     """Issue 31.1: a failover that could not reach db-0 left it writable, and the
     new primary has taken writes since.  A later role change that finds db-0
