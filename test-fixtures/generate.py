@@ -542,6 +542,20 @@ def failover_scenarios(running, st, live):
         parent(status=st, failover={"enabled": False, "gracePeriodSeconds": 10}), live,
         related(*with_primary_down())))
     write("sync", "failover-past-grace", request(parent(status=st), live, related(*with_primary_down())))
+    # Issue 31.8: a scale-up to 4 onto nodes with no room; db-3 was never scheduled
+    # and its claim is bound to no volume: it never held data, so it cannot have
+    # acknowledged a commit. The primary dies: the failover starts, examining 2 of
+    # the 3 replicas (QUORUM 2; before, it waited for db-3 for ever: NoQuorum).
+    grown = with_primary_down() + [unschedulable(server_pod("db-3", 3, False))]
+    unbound = claim(3)
+    unbound["status"] = {"phase": "Pending"}
+    unbound["spec"].pop("volumeName")
+    write("sync", "failover-never-scheduled-member", request(
+        parent(replicas=4, status=st), live, with_claims(related(*grown), *[claim(i) for i in range(3)], unbound)))
+    # The same pod with a bound claim (rescheduled with its data): it counts; the
+    # Job must examine all 3 replicas (QUORUM 3) and refuses (no-quorum) without it.
+    write("sync", "failover-unscheduled-member-with-data", request(
+        parent(replicas=4, status=st), live, with_claims(related(*grown), *[claim(i) for i in range(4)])))
     # The same, but the bootstrap Job completed 5 s ago: the first primary has not
     # been Ready since before it was the primary, and that is no outage. The grace
     # period starts at the bootstrap: no failover yet.

@@ -163,7 +163,7 @@ fn worker_error(s: &mut Server, flavor: Flavor, applier_error: &str) -> Option<S
 
 /// Whether the server holds a partial copy: MySQL's clone in progress, or the
 /// mark a MariaDB seed leaves (`_mysqlhook.seeding`).
-fn seeding(s: &mut Server, flavor: Flavor) -> bool {
+pub(crate) fn seeding(s: &mut Server, flavor: Flavor) -> bool {
     let q = match flavor {
         Flavor::Mysql => "SELECT COUNT(*) FROM performance_schema.clone_status WHERE STATE = 'In Progress'",
         Flavor::Mariadb => {

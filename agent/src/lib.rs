@@ -33,6 +33,7 @@
 pub mod binlog;
 pub mod catalog;
 pub mod context;
+pub mod decide;
 pub mod dump;
 pub mod events;
 pub mod examine;

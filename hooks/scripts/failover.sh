@@ -9,6 +9,8 @@
 #      KILL does not end that wait; it stops answering, the client never got an
 #      OK, and it restarts read-only); one that answers and cannot be fenced
 #      otherwise: fence-failed, nothing promoted;
+#   Steps 2-4 are the agent's `examine` (agent/src/examine.rs, the rule in
+#   agent/src/decide.rs); this script relays its answer.
 #   2. stop the IO (receiver) thread on every reachable member other than
 #      PRIMARY, so nothing new arrives and the old primary cannot collect
 #      semi-sync acknowledgements, and verify it stopped (a member whose
@@ -50,15 +52,15 @@ old=${PRIMARY:-}
 is_member "$old" || fail bad-env "PRIMARY '$old' is not in PODS"
 others=()
 for p in "${POD_NAMES[@]}"; do [ "$p" = "$old" ] || others+=("$p"); done
-QUORUM=${QUORUM:-${#others[@]}}
-# More than the members other than PRIMARY: a scale-down not yet proven safe
-# (issue 31.4), met only by FORCE or by PRIMARY holding everything.
-[[ $QUORUM =~ ^[0-9]+$ ]] || fail bad-env "QUORUM '$QUORUM' must be a number"
-FORCE=${FORCE:-0}
-[[ $FORCE == [01] ]] || fail bad-env "FORCE must be 0 or 1"
-# What the hook last saw executed on PRIMARY (issue 31.3); parsed before use.
-PRIMARY_GTID=${PRIMARY_GTID:-}
-gtid_text_ok "$PRIMARY_GTID" || fail bad-env "PRIMARY_GTID is not a $FLAVOR GTID text"
+# QUORUM [all members other than PRIMARY], FORCE and PRIMARY_GTID (what the
+# hook last saw executed on PRIMARY, issue 31.3) are the agent's `examine`'s
+# (steps 2-4; QUORUM more than the members other than PRIMARY: a scale-down not
+# yet proven safe, issue 31.4, met only by FORCE or by PRIMARY holding
+# everything).  Checked here too, so that a bad one fails the Job before
+# anything is fenced.
+[[ ${QUORUM:-0} =~ ^[0-9]+$ ]] || fail bad-env "QUORUM '$QUORUM' must be a number"
+[[ ${FORCE:-0} == [01] ]] || fail bad-env "FORCE must be 0 or 1"
+gtid_text_ok "${PRIMARY_GTID:-}" || fail bad-env "PRIMARY_GTID is not a $FLAVOR GTID text"
 r_str from "$old"
 
 # 1. fence: nothing is promoted while another member answers and is not
@@ -106,9 +108,6 @@ done
 semisync=false
 (( ${#POD_NAMES[@]} > 1 )) && semisync=true
 
-# EXEC (executed), RECV (executed + received), IDENT per examined member (step 2).
-declare -A EXEC=() RECV=() IDENT=()
-
 if (( ${#writable[@]} == 1 )); then
   r_arr unreachable "${unreachable[@]}"
   r_raw fenced "$fenced"
@@ -116,91 +115,36 @@ if (( ${#writable[@]} == 1 )); then
   log "$new is already the writable primary (earlier run); adopting it"
   promoted "$new"
 else
-  # 2. nothing new may arrive; read what each member has: the agent's
-  #    `examine` (agent/src/examine.rs) stops every receiver, verifies that it
-  #    stopped (a member whose receiver may still receive is not examined),
-  #    and reads all members at once.
-  ask=("${members[@]}")
-  [ "$old_up" = true ] && ask+=("$old")
+  # 2.-4. the agent's `examine` (agent/src/examine.rs, agent/src/decide.rs)
+  #    stops every receiver and verifies that it stopped (a member whose
+  #    receiver may still receive is not examined), reads all members at once,
+  #    and makes the choice: the quorum and its exception, the errant members,
+  #    the candidate.  Here its answer is only relayed.
   look=$(mktemp -d "${TMPDIR:-/tmp}/examine.XXXXXX")
-  out=$(EXAMINE_PODS="${ask[*]}" EXAMINE_OUT=$look TERMINATION_LOG=/dev/null "$AGENT_BIN" examine) ||
+  out=$(EXAMINE_PODS="${members[*]}" EXAMINE_OLD_UP=$old_up EXAMINE_OUT=$look TERMINATION_LOG=/dev/null \
+        "$AGENT_BIN" examine) ||
     fail examine-failed "the agent could not examine the members: ${out:-it did not answer}"
   log "examine: $out"
-  examined=()
-  for p in "${ask[@]}"; do
-    if [ -f "$look/$p" ]; then
-      { IFS= read -r "EXEC[$p]"; IFS= read -r "RECV[$p]"; IFS= read -r "IDENT[$p]"; } < "$look/$p"
-      log "$p executed=[${EXEC[$p]}] received=[${RECV[$p]}]"
-      [ "$p" = "$old" ] || examined+=("$p")
-    elif [ "$p" = "$old" ]; then
-      old_up=false; log "old primary $old is not examined: $(< "$look/$p.why")"
-    else
-      log "$p is not examined: $(< "$look/$p.why")"; unreachable+=("$p")
-    fi
-  done
-  rm -rf "$look"
-  members=("${examined[@]}")
+  read -r -a members < "$look/examined"
+  read -r -a unreachable < "$look/unreachable"
+  IFS= read -r old_up < "$look/old-up"
   r_arr unreachable "${unreachable[@]}"
   r_raw fenced "$fenced"
-
-  # 3. quorum
-  if (( ${#members[@]} < QUORUM )); then
-    # The exception needs a witness: with no member examined, "holds every
-    # examined member's set" is true of an old primary that came back empty
-    # or from an older volume (issue 31.3).
-    holds_all=false
-    if [ "$old_up" = true ] && (( ${#members[@]} > 0 )); then
-      holds_all=true
-      for p in "${members[@]}"; do
-        gtid_contains "${RECV[$old]}" "${RECV[$p]}" "$old" || { holds_all=false; break; }
-      done
-    fi
-    # ... and it must still hold what the hook last saw executed on it: the
-    # examined members may be behind too (issue 31.3).
-    lacks_known=false
-    if [ "$holds_all" = true ] && [ -n "$PRIMARY_GTID" ] && ! gtid_contains "${RECV[$old]}" "$PRIMARY_GTID" "$old"; then
-      holds_all=false lacks_known=true
-    fi
-    if [ "$FORCE" = 1 ]; then
-      log "quorum not met (${#members[@]} of ${#others[@]} answer, $QUORUM needed); FORCE=1: going on"
-    elif [ "$holds_all" = true ]; then
-      log "quorum not met, but $old answers and holds every examined member's received transactions"
-    else
-      if [ "$lacks_known" = true ]; then
-        fail no-quorum "${#members[@]} of ${#others[@]} replicas answer, $QUORUM needed; $old answers but lacks transactions the hook saw executed on it (PRIMARY_GTID=[$PRIMARY_GTID], it holds [${RECV[$old]}]): it may be back from an older volume, so nothing proves it holds every acknowledged commit (not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
-      fi
-      if [ "$old_up" = true ] && (( ${#members[@]} == 0 )); then
-        fail no-quorum "0 of ${#others[@]} replicas answer; $old answers but there is no replica to compare it with, so nothing proves it holds every acknowledged commit (it may have come back empty or from an older volume; not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
-      fi
-      fail no-quorum "${#members[@]} of ${#others[@]} replicas answer; $QUORUM needed to be sure the promoted server holds every acknowledged commit (not answering: ${unreachable[*]:-none}); force the failover to promote anyway, accepting the loss of commits only they hold"
-    fi
+  if [ -f "$look/errant" ]; then read -r -a errant < "$look/errant"; r_arr errant "${errant[@]}"; fi
+  if [ -f "$look/refused" ]; then
+    { IFS= read -r reason; IFS= read -r message; } < "$look/refused"
+    rm -rf "$look"
+    fail "$reason" "$message"
   fi
-
-  # 4. candidates
-  base=-
-  [ "$old_up" = true ] && base=${EXEC[$old]}
-  split_errant "$base" "${members[@]}"
-  errant=("${ERRANT[@]}") candidates=()
-  for p in "${errant[@]}"; do log "$p is errant: it wrote transactions no other member has"; done
-  [ "$old_up" = true ] && candidates+=("$old")
-  for p in "${NONERRANT[@]}"; do
-    # a server being seeded holds a partial copy: never promoted
-    if sql_is_seeding "$p"; then log "$p is being seeded: not a candidate"; else candidates+=("$p"); fi
-  done
-  r_arr errant "${errant[@]}"
-  (( ${#candidates[@]} > 0 )) || fail no-candidate "no member answers that could be promoted (errant: ${errant[*]:-none})"
-  CAND_SET=()
-  for c in "${candidates[@]}"; do CAND_SET[$c]=${RECV[$c]}; done
-  new=$(choose_most_advanced "${candidates[@]}") ||
-    fail diverged "no candidate contains all others: $(for c in "${candidates[@]}"; do printf '%s=[%s] ' "$c" "${CAND_SET[$c]}"; done)"
-  log "candidate: $new"
+  { IFS= read -r new; IFS= read -r new_received; } < "$look/candidate"
+  rm -rf "$look"
 
   # 5. apply what was received (without losing the relay log: common.sh
   #    sql_drain_relay_log)
   sql_replica_status "$new"
   if [ "$RS_CONFIGURED" = 1 ]; then
-    { sql_drain_relay_log "$new" "$WAIT_TIMEOUT" && sql_wait_executed "$new" "${RECV[$new]}" 5; } ||
-      fail apply-timeout "$new did not apply its relay log (up to [${RECV[$new]}]) within ${WAIT_TIMEOUT}s"
+    { sql_drain_relay_log "$new" "$WAIT_TIMEOUT" && sql_wait_executed "$new" "$new_received" 5; } ||
+      fail apply-timeout "$new did not apply its relay log (up to [$new_received]) within ${WAIT_TIMEOUT}s"
     sql_replica_status "$new"
   fi
   # 6. promote

@@ -160,6 +160,13 @@ impl<'a> Observed<'a> {
         out
     }
 
+    /// The related volume claim of this name, in the cluster's namespace.
+    #[must_use]
+    pub fn claim(&self, name: &str) -> Option<&'a k8s_openapi::api::core::v1::PersistentVolumeClaim> {
+        let ns = self.request.parent.metadata.namespace.as_deref().unwrap_or_default();
+        self.request.related.claims.get(&format!("{ns}/{name}"))
+    }
+
     /// Every observed Job child.
     pub fn jobs(&self) -> impl Iterator<Item = &'a Job> + use<'a> {
         self.request.children.jobs.values()

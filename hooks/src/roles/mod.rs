@@ -109,6 +109,46 @@ pub fn quorum(flavor: Flavor, servers: i32) -> i32 {
     (replicas - acknowledgements(flavor, servers) + 1).clamp(0, replicas)
 }
 
+/// The members that never held data (issue 31.8): the volume claim of the
+/// server is observed and still `Pending` (bound to no volume yet), and its pod,
+/// if there is one, was never scheduled (`PodScheduled` is not True). A scale-up
+/// onto nodes with no room leaves such members; they cannot have acknowledged a
+/// commit, so a failover does not wait to examine them (they never answer: with
+/// every replica counted, one of them blocked every failover). A claim that is
+/// missing from the request is no proof of anything and counts as usual. Should
+/// one start meanwhile, the failover Job does not count a member that holds
+/// nothing towards its quorum either (`agent/src/decide.rs`).
+#[must_use]
+pub fn never_provisioned(c: &Cluster, observed: &Observed<'_>) -> Vec<String> {
+    (0..c.replicas)
+        .map(|i| (c.names.pod(i), crate::grow::claim_name(c, i)))
+        .filter(|(pod, claim)| {
+            let pending = observed
+                .claim(claim)
+                .and_then(|pvc| pvc.status.as_ref()?.phase.as_deref())
+                .is_some_and(|phase| phase == "Pending");
+            let scheduled = observed.member(pod).is_some_and(|m| {
+                m.pod
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"))
+                    || m.pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+            });
+            pending && !scheduled && *pod != c.primary
+        })
+        .map(|(pod, _)| pod)
+        .collect()
+}
+
+/// The servers whose replicas a failover examines: `spec.replicas`, or more
+/// while a scale-down is unproven ([`Input::quorum_servers`]), less the members
+/// that never held data ([`never_provisioned`]).
+fn examined_servers(input: &Input<'_>) -> i32 {
+    let never = i32::try_from(never_provisioned(input.cluster, input.observed).len()).unwrap_or(0);
+    input.quorum_servers.max(input.cluster.replicas) - never
+}
+
 /// One condition this module decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -323,7 +363,7 @@ pub fn plan(input: &Input<'_>) -> Roles {
         primary: &r.primary,
         observed: input.observed,
         replicas: c.replicas,
-        quorum: quorum(c.flavor, input.quorum_servers.max(c.replicas)),
+        quorum: quorum(c.flavor, examined_servers(input)),
         forced: force_applies(input).is_some_and(|p| p == r.primary),
         force_used: input.force_failover.is_some_and(|p| p == r.primary) && force_applies(input).is_none(),
         spec: input.failover,
@@ -689,7 +729,7 @@ fn job_for(input: &Input<'_>, op: &Operation, forced: bool) -> Job {
         OperationKind::Failover => {
             // More than the members answering while a scale-down is unproven
             // (issue 31.4): met only by the old primary holding everything, or FORCE.
-            vars.push(env("QUORUM", quorum(c.flavor, input.quorum_servers.max(c.replicas)).to_string()));
+            vars.push(env("QUORUM", quorum(c.flavor, examined_servers(input)).to_string()));
             if forced {
                 vars.push(env("FORCE", "1"));
             }
