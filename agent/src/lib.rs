@@ -44,6 +44,7 @@ pub mod inspect;
 pub mod operator_user;
 pub mod prestop;
 pub mod probe;
+pub mod quarantine;
 pub mod relay;
 pub mod scale_down;
 pub mod server;

@@ -108,11 +108,12 @@ fn run(command: &str, env: &ProcessEnv) -> Result<Report, Failure> {
         "received" => agent::relay::run_received(&Context::from_env(env)?, env),
         "drain" => agent::relay::run_drain(&Context::from_env(env)?, env),
         "examine" => agent::examine::run(&Context::from_env(env)?, env),
+        "quarantine" => agent::quarantine::run(&Context::from_env(env)?, env),
         "--version" => Ok(Report { message: Some(env!("CARGO_PKG_VERSION").to_owned()), ..Report::new("version") }),
         other => Err(Failure::new(
             "bad-env",
             format!(
-                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, catalog, events, received, drain, examine"
+                "unknown command {other:?}; one of: users, inspect, prestop, operator-user, exporter-user, tls-reload, scale-down, fence, binlog-start, binlog-header, dump-position, catalog, events, received, drain, examine, quarantine"
             ),
         )),
     }

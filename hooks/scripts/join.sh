@@ -12,7 +12,9 @@
 #   - and it has no errant transactions (local GTIDs the primary lacks); else
 #     it reports rebuild-needed and does nothing -- unless rebuilding is opted
 #     in (REBUILD_ERRANT_FILE says `true`) and the server cannot be the most
-#     advanced one (below): then it is rebuilt through seed.sh and joined.
+#     advanced one (below): then its binary logs are kept aside (the agent's
+#     `quarantine`: <datadir>/.mysql-hook-quarantine/) and it is rebuilt
+#     through seed.sh and joined.
 # An empty server (a new pod, a deleted volume) and one whose seeding was
 # interrupted first copy a donor (seed.sh: the primary may no longer have the
 # binary logs since the cluster began); so does a replica the primary can no
@@ -139,6 +141,11 @@ if ! gtid_subset "$sexec" "$pexec" "$primary"; then
   if gtid_contains "$(sql_gtid_received "$self")" "$pexec" "$self"; then advanced=true; fi
   if [ "$rebuild_errant" = true ] && [ "$advanced" = false ]; then
     log "$self has transactions $primary lacks ($errant) and lacks some of $primary's: rebuilding it"
+    # Its binary logs are kept aside first (agent/src/quarantine.rs): the
+    # errant transactions are on no other member.  Not kept: not rebuilt.
+    kept=$(QUARANTINE_ERRANT=$errant QUARANTINE_PRIMARY=$primary TERMINATION_LOG=/dev/null "$AGENT_BIN" quarantine) ||
+      waiting quarantine-failed "$self's errant transactions ($errant) could not be kept before its rebuild: ${kept:-no answer}"
+    log "$kept"
     run_seed 1
     r_str rebuilt "$errant"
   else

@@ -359,9 +359,11 @@ pub struct ReplicationSpec {
     pub max_lag_seconds: i32,
 
     /// Whether a replica with transactions the primary lacks (errant) is rebuilt
-    /// by itself: emptied and copied again from a healthy replica (seeding). Never
-    /// a replica that could be the most advanced server. Off: it stays not Ready,
-    /// with the errant transactions in its readiness message, for a human.
+    /// by itself: emptied and copied again from a healthy replica (seeding), its
+    /// binary logs first kept aside in `.mysql-hook-quarantine/` of its data
+    /// directory. Never a replica that could be the most advanced server. Off: it
+    /// stays not Ready, with the errant transactions in its readiness message, for
+    /// a human.
     #[serde(default)]
     pub rebuild_errant: bool,
 

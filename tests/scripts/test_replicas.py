@@ -264,6 +264,15 @@ def test_errant_rebuild_opt_in_never_most_advanced(cluster):
     assert rows(p) == set(range(1, 22))
     assert not (d / "rebuild").exists()
     assert p.value("SELECT @@gtid_binlog_state") == np.value("SELECT @@gtid_binlog_state")
+    # Issue 31.8: the errant transaction, on no other member, was kept before the
+    # wipe: db-0's binary logs, linked aside, still hold it.
+    kept = list((Path(p.datadir) / ".mysql-hook-quarantine").iterdir())
+    assert len(kept) == 1 and kept[0].name.endswith("-db-0"), kept
+    errant = r2.json["rebuilt"]
+    assert f"errant transactions: {errant}" in (kept[0] / "ERRANT").read_text()
+    logs = sorted(f for f in kept[0].iterdir() if f.name != "ERRANT")
+    dump = subprocess.run([c.world.kind.binlog, *map(str, logs)], capture_output=True, text=True)
+    assert f"GTID {errant}" in dump.stdout, dump.stderr[-500:]
     REPORT.append(f"errant rebuild: refused while db-0 could be the most advanced; rebuilt from "
                   f"{r2.json['seededFrom']} once {new} moved on ({r2.seconds:.1f}s)")
 
